@@ -1,0 +1,174 @@
+//! Compiles the `kernel/` crate to PTX and hands it to the library (the role `cuda_builder`
+//! plays in Rust-CUDA).
+//!
+//! The PTX is produced by a nested `cargo rustc` for `nvptx64-nvidia-cuda`:
+//! - `-Zbuild-std=core`: rustup ships no prebuilt `core` for nvptx64, so it is built from the
+//!   `rust-src` component;
+//! - `--crate-type cdylib`: a "shared library" for nvptx64 is one PTX module, linked from LLVM
+//!   bitcode by the `llvm-bitcode-linker` component;
+//! - `-C target-cpu=sm_XX`: the PTX target, `sm_70` (Volta) by default so that one build runs
+//!   on every GPU from Volta on (the driver compiles PTX for the GPU it finds), overridable
+//!   with the environment variable `FUSED_MH_PTX_ARCH` (e.g. `sm_90`).
+//!
+//! The nested build has its own target directory under `OUT_DIR` and runs with the variables
+//! that this outer cargo set for the host build removed (`RUSTFLAGS`, `CARGO_*`, wrappers such
+//! as clippy's), so the kernel is built the same way whatever command started the outer build.
+//! The result is copied to `$OUT_DIR/fused_mh_kernel.ptx`, which `src/lib.rs` embeds with
+//! `include_str!`.
+
+use std::env;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, exit};
+
+const PTX_ARCH_VAR: &str = "FUSED_MH_PTX_ARCH";
+const DEFAULT_PTX_ARCH: &str = "sm_70";
+const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
+
+fn main() {
+    let root =
+        PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let kernel_dir = root.join("kernel");
+
+    println!("cargo::rerun-if-changed=kernel/src");
+    println!("cargo::rerun-if-changed=kernel/Cargo.toml");
+    println!("cargo::rerun-if-changed=rust-toolchain.toml");
+    println!("cargo::rerun-if-env-changed={PTX_ARCH_VAR}");
+
+    let arch = env::var(PTX_ARCH_VAR).unwrap_or_else(|_| DEFAULT_PTX_ARCH.to_string());
+    let valid_arch = arch.strip_prefix("sm_").is_some_and(|n| {
+        !n.is_empty() && n.trim_end_matches('a').chars().all(|c| c.is_ascii_digit())
+    });
+    if !valid_arch {
+        fail(&format!(
+            "{PTX_ARCH_VAR}={arch:?} is not a PTX target; use e.g. sm_70 or sm_90"
+        ));
+    }
+
+    let toolchain = pinned_toolchain(&root);
+    check_components(&kernel_dir, &toolchain);
+
+    let target_dir = out_dir.join("kernel-target");
+    let mut cargo = clean_command("cargo", &kernel_dir);
+    cargo.args([
+        "rustc",
+        "--lib",
+        "--release",
+        "--target",
+        NVPTX_TARGET,
+        "-Zbuild-std=core",
+    ]);
+    cargo
+        .args(["--crate-type", "cdylib", "--target-dir"])
+        .arg(&target_dir);
+    cargo.args(["--", "-C", &format!("target-cpu={arch}")]);
+    let status = cargo
+        .status()
+        .unwrap_or_else(|e| fail(&format!("could not run cargo: {e}")));
+    if !status.success() {
+        fail(&format!(
+            "building kernel/ for {NVPTX_TARGET} failed (see the errors above). If a toolchain \
+             component is missing, run `rustup toolchain install` in the repository root."
+        ));
+    }
+
+    let ptx = target_dir
+        .join(NVPTX_TARGET)
+        .join("release")
+        .join("fused_mh_kernel.ptx");
+    fs::copy(&ptx, out_dir.join("fused_mh_kernel.ptx"))
+        .unwrap_or_else(|e| fail(&format!("the kernel build wrote no {}: {e}", ptx.display())));
+    println!("cargo::rustc-env={PTX_ARCH_VAR}={arch}");
+}
+
+/// A command with the outer build's cargo and rustc variables removed, run in `dir` so that
+/// rustup picks the toolchain of `rust-toolchain.toml`.
+fn clean_command(program: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new(program);
+    cmd.current_dir(dir);
+    for (key, _) in env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let keep = matches!(key, "CARGO_HOME")
+            || [
+                "CARGO_NET_",
+                "CARGO_HTTP_",
+                "CARGO_REGISTRIES_",
+                "CARGO_REGISTRY_",
+                "CARGO_TERM_",
+            ]
+            .iter()
+            .any(|p| key.starts_with(p));
+        let outer = key == "CARGO"
+            || key.starts_with("CARGO_")
+            || key.starts_with("__CARGO")
+            || key.starts_with("RUSTC")
+            || key.starts_with("RUSTDOC")
+            || key == "RUSTFLAGS"
+            || key == "RUSTUP_TOOLCHAIN"
+            || matches!(
+                key,
+                "TARGET" | "HOST" | "PROFILE" | "OPT_LEVEL" | "DEBUG" | "NUM_JOBS" | "OUT_DIR"
+            );
+        if outer && !keep {
+            cmd.env_remove(key);
+        }
+    }
+    cmd
+}
+
+/// The `channel` of `rust-toolchain.toml`, for the error messages.
+fn pinned_toolchain(root: &Path) -> String {
+    let text = fs::read_to_string(root.join("rust-toolchain.toml")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.trim().strip_prefix("channel"))
+        .filter_map(|rest| rest.trim().strip_prefix('='))
+        .map(|v| v.trim().trim_matches('"').to_string())
+        .next()
+        .unwrap_or_else(|| "nightly".to_string())
+}
+
+/// Fails with one message naming the `rustup` command when the toolchain, `rust-src` or
+/// `llvm-bitcode-linker` is missing: the nested build's own errors for these are long and
+/// confusing.
+fn check_components(kernel_dir: &Path, toolchain: &str) {
+    let install =
+        "run `rustup toolchain install` in the repository root (it reads rust-toolchain.toml)";
+    let output = clean_command("rustc", kernel_dir)
+        .args(["--print", "sysroot"])
+        .output()
+        .unwrap_or_else(|e| fail(&format!("rustc could not be run ({e}): {install}")));
+    if !output.status.success() {
+        fail(&format!(
+            "toolchain {toolchain} is not available: {install}"
+        ));
+    }
+    let sysroot = PathBuf::from(String::from_utf8_lossy(&output.stdout).trim());
+    let rustlib = sysroot.join("lib").join("rustlib");
+    if !rustlib.join("src/rust/library/core/src/lib.rs").exists() {
+        fail(&format!(
+            "the rust-src component is missing (needed to build `core` for {NVPTX_TARGET}): run \
+             `rustup component add rust-src --toolchain {toolchain}`, or {install}"
+        ));
+    }
+    let linker_found = fs::read_dir(&rustlib)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|host| {
+            let bin = host.path().join("bin");
+            bin.join("llvm-bitcode-linker").exists()
+                || bin.join("self-contained/llvm-bitcode-linker").exists()
+        });
+    if !linker_found {
+        fail(&format!(
+            "the llvm-bitcode-linker component is missing (it links the kernel into PTX): run \
+             `rustup component add llvm-bitcode-linker llvm-tools --toolchain {toolchain}`, or {install}"
+        ));
+    }
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("error: fused-mh build: {message}");
+    exit(1)
+}

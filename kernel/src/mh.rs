@@ -1,0 +1,264 @@
+//! The Metropolis–Hastings step of one row, as pure functions of values.
+//!
+//! The GPU kernel ([`crate::gpu`]) and the CPU reference (the host library's `cpu` module) both
+//! call these; only loading and storing differ between them. The work of a row is split the way
+//! the GPU splits it, so the CPU can follow the same order of floating-point operations:
+//!
+//! - a row of `dim` elements is cut into *quads* of 4 consecutive elements (the last one may be
+//!   partial): one Philox call gives the 4 normals of a quad (see [`crate::rng`]);
+//! - a row is worked on by one warp of [`WARP_SIZE`] lanes; lane `l` owns quads
+//!   `l, l + 32, l + 64, ...`, so in each pass the warp reads 512 consecutive bytes;
+//! - each lane sums [`log_alpha_term`] over its elements, quad by quad, in order;
+//! - the warp adds the 32 partial sums with a butterfly (xor) reduction: [`warp_sum_emulated`]
+//!   is that order on the CPU;
+//! - every lane then holds `log alpha` and makes the same decision ([`accept`]).
+//!
+//! # The log acceptance ratio
+//!
+//! With `log pi(v) = -1/2 sum_d ((v_d - mu_d) / sigma_d)^2`,
+//!
+//! ```text
+//! log alpha = log pi(p) - log pi(x) = -1/2 sum_d (p_d - x_d) (p_d + x_d - 2 mu_d) / sigma_d^2
+//! ```
+//!
+//! (a difference of squares, term by term). Summing the per-element differences avoids the
+//! cancellation of subtracting two large sums: for a chain far in the tails, `log pi(x)` can be
+//! -1e6 while `log alpha` is of order 1, and f32 would lose all of it. The test
+//! `log_alpha_formula_beats_the_naive_difference` measures this.
+
+use crate::math;
+
+/// Threads in a warp: the unit that executes in lock step, and here the unit that owns a row.
+pub const WARP_SIZE: usize = 32;
+
+/// Elements per quad: one Philox call (128 bits) gives four normals.
+pub const QUAD: usize = 4;
+
+/// The floor applied to the uniform before its logarithm: `log(max(u, 1e-10))`, as in the
+/// reference model, so `u = 0` gives a finite `log u ~= -23.03`.
+pub const MIN_UNIFORM: f32 = 1e-10;
+
+/// Number of quads in a row of `dim` elements.
+#[inline(always)]
+pub fn quads_per_row(dim: usize) -> usize {
+    dim.div_ceil(QUAD)
+}
+
+/// How many elements of quad `quad` lie inside a row of `dim` elements: 4, except for a last
+/// partial quad.
+#[inline(always)]
+pub fn valid_in_quad(dim: usize, quad: usize) -> usize {
+    let rest = dim - QUAD * quad;
+    if rest < QUAD { rest } else { QUAD }
+}
+
+/// The proposal of a quad: `p = x + step_size * eps`, element by element.
+#[inline(always)]
+pub fn propose(x: [f32; 4], eps: [f32; 4], step_size: f32) -> [f32; 4] {
+    let mut p = [0.0; 4];
+    for i in 0..QUAD {
+        p[i] = x[i] + step_size * eps[i];
+    }
+    p
+}
+
+/// One element's share of `-2 log alpha`: `(p - x) ((p - mu) + (x - mu)) / sigma^2`, with
+/// `inv_var = 1 / sigma^2` computed once per target on the host.
+///
+/// `(p - mu) + (x - mu)` rather than `p + x - 2 mu`: when `x` and `p` are close to each other but
+/// far from `mu`, the two differences are exact-ish and the sum loses nothing.
+#[inline(always)]
+pub fn log_alpha_term(x: f32, p: f32, mu: f32, inv_var: f32) -> f32 {
+    (p - x) * ((p - mu) + (x - mu)) * inv_var
+}
+
+/// The sum of [`log_alpha_term`] over the first `valid` elements of a quad, in element order.
+#[inline(always)]
+pub fn quad_term_sum(
+    x: [f32; 4],
+    p: [f32; 4],
+    mu: [f32; 4],
+    inv_var: [f32; 4],
+    valid: usize,
+) -> f32 {
+    let mut sum = 0.0;
+    for i in 0..QUAD {
+        if i < valid {
+            sum += log_alpha_term(x[i], p[i], mu[i], inv_var[i]);
+        }
+    }
+    sum
+}
+
+/// `log alpha` from the row's total of [`log_alpha_term`].
+#[inline(always)]
+pub fn log_alpha(term_total: f32) -> f32 {
+    -0.5 * term_total
+}
+
+/// `log(max(u, 1e-10))`. A NaN `u` stays NaN (never accepts), as `torch.clamp` keeps NaN.
+#[inline(always)]
+pub fn log_uniform(u: f32) -> f32 {
+    math::ln(if u < MIN_UNIFORM { MIN_UNIFORM } else { u })
+}
+
+/// The Metropolis decision: accept when `log u < log alpha`.
+///
+/// Any NaN makes the comparison false, so a row whose `x` is not finite (NaN, or infinite,
+/// which makes `p - x` NaN) never accepts and keeps its `x` unchanged: a broken chain stays
+/// visibly broken instead of jumping to a finite proposal.
+#[inline(always)]
+pub fn accept(log_u: f32, log_alpha: f32) -> bool {
+    log_u < log_alpha
+}
+
+/// The warp's butterfly sum, computed on the CPU in the GPU's order.
+///
+/// On the GPU, each of 5 rounds (`offset` = 16, 8, 4, 2, 1) replaces lane `l`'s value `v[l]` with
+/// `v[l] + v[l ^ offset]` (`shfl.sync.bfly`); afterwards every lane holds the same total.
+/// Example: partials `{0, 1, ..., 31}` give 496 in every lane.
+pub fn warp_sum_emulated(partials: [f32; WARP_SIZE]) -> f32 {
+    let mut v = partials;
+    let mut offset = WARP_SIZE / 2;
+    while offset > 0 {
+        let before = v;
+        for (lane, value) in v.iter_mut().enumerate() {
+            *value = before[lane] + before[lane ^ offset];
+        }
+        offset /= 2;
+    }
+    v[0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn warp_sum_matches_the_worked_example() {
+        let partials = core::array::from_fn(|l| l as f32);
+        assert_eq!(warp_sum_emulated(partials), 496.0);
+    }
+
+    #[test]
+    fn quads_cover_a_row_exactly() {
+        for dim in [1usize, 3, 4, 5, 33, 64, 4097] {
+            let n = quads_per_row(dim);
+            let covered: usize = (0..n).map(|q| valid_in_quad(dim, q)).sum();
+            assert_eq!(covered, dim, "dim {dim}");
+            assert!((0..n).all(|q| valid_in_quad(dim, q) >= 1));
+        }
+    }
+
+    /// log pi(v) in f64, the reference model's formula verbatim.
+    fn log_pi_f64(v: &[f64], mu: &[f64], sigma: &[f64]) -> f64 {
+        -0.5 * v
+            .iter()
+            .zip(mu.iter().zip(sigma))
+            .map(|(v, (m, s))| ((v - m) / s).powi(2))
+            .sum::<f64>()
+    }
+
+    /// The formula's f32 log alpha over a whole row, quad by quad.
+    fn log_alpha_f32(x: &[f32], p: &[f32], mu: &[f32], inv_var: &[f32]) -> f32 {
+        let mut total = 0.0;
+        for q in 0..quads_per_row(x.len()) {
+            let valid = valid_in_quad(x.len(), q);
+            let quad =
+                |a: &[f32]| core::array::from_fn(|i| if i < valid { a[4 * q + i] } else { 0.0 });
+            total += quad_term_sum(quad(x), quad(p), quad(mu), quad(inv_var), valid);
+        }
+        log_alpha(total)
+    }
+
+    #[test]
+    fn log_alpha_formula_matches_the_naive_difference_in_f64() {
+        // Ordinary chains: x and p within a few sigma of mu.
+        let dim = 37;
+        let mu: std::vec::Vec<f32> = (0..dim).map(|d| (d as f32 * 0.37).sin()).collect();
+        let sigma: std::vec::Vec<f32> = (0..dim).map(|d| 0.5 + (d % 5) as f32 * 0.3).collect();
+        let x: std::vec::Vec<f32> = (0..dim)
+            .map(|d| mu[d] + sigma[d] * (d as f32 * 1.3).cos())
+            .collect();
+        let p: std::vec::Vec<f32> = (0..dim)
+            .map(|d| x[d] + 0.1 * (d as f32 * 2.1).sin())
+            .collect();
+        let inv_var: std::vec::Vec<f32> = sigma
+            .iter()
+            .map(|s| (1.0 / (f64::from(*s).powi(2))) as f32)
+            .collect();
+        let to64 = |a: &[f32]| {
+            a.iter()
+                .map(|&v| f64::from(v))
+                .collect::<std::vec::Vec<f64>>()
+        };
+        let (x64, p64, mu64, s64) = (to64(&x), to64(&p), to64(&mu), to64(&sigma));
+        let naive = log_pi_f64(&p64, &mu64, &s64) - log_pi_f64(&x64, &mu64, &s64);
+        let ours = f64::from(log_alpha_f32(&x, &p, &mu, &inv_var));
+        // 37 terms of magnitude <~ 1, each with a few f32 roundings (2^-24 ~= 6e-8 relative):
+        // the error is far below 1e-5 absolute.
+        assert!(
+            (ours - naive).abs() < 1e-5,
+            "ours {ours}, naive f64 {naive}"
+        );
+    }
+
+    #[test]
+    fn log_alpha_formula_beats_the_naive_difference() {
+        // A chain 300 sigma from mu in 256 dims: log pi(x) ~= -1.2e7, while a small move
+        // changes it by O(10). The naive f32 difference of sums loses most digits; the
+        // per-element formula keeps them.
+        let dim = 256;
+        let mu = std::vec![0.0f32; dim];
+        let sigma = std::vec![1.0f32; dim];
+        let inv_var = std::vec![1.0f32; dim];
+        let x: std::vec::Vec<f32> = (0..dim).map(|d| 300.0 + (d as f32 * 0.1).sin()).collect();
+        let p: std::vec::Vec<f32> = (0..dim)
+            .map(|d| x[d] + 1e-3 * (d as f32 * 0.7).cos())
+            .collect();
+        let to64 = |a: &[f32]| {
+            a.iter()
+                .map(|&v| f64::from(v))
+                .collect::<std::vec::Vec<f64>>()
+        };
+        let exact = log_pi_f64(&to64(&p), &to64(&mu), &to64(&sigma))
+            - log_pi_f64(&to64(&x), &to64(&mu), &to64(&sigma));
+        let naive_f32 = {
+            let log_pi = |v: &[f32]| -0.5 * v.iter().map(|v| v * v).sum::<f32>();
+            f64::from(log_pi(&p) - log_pi(&x))
+        };
+        let ours = f64::from(log_alpha_f32(&x, &p, &mu, &inv_var));
+        let (err_ours, err_naive) = ((ours - exact).abs(), (naive_f32 - exact).abs());
+        // The formula's error is bounded by a few roundings of terms of size |p-x|*600 ~ 0.6:
+        // 256 * 0.6 * 2^-23 ~= 2e-5; allow 1e-4. The naive difference is off by about
+        // ulp(1.2e7) = 1, so it must be at least 100 times worse.
+        assert!(err_ours < 1e-4, "formula error {err_ours} (exact {exact})");
+        assert!(
+            err_naive > 100.0 * err_ours,
+            "naive error {err_naive} vs formula {err_ours}"
+        );
+    }
+
+    #[test]
+    fn non_finite_x_never_accepts() {
+        for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let x = [bad, 0.0, 0.0, 0.0];
+            let p = propose(x, [0.5; 4], 0.1);
+            let la = log_alpha(quad_term_sum(x, p, [0.0; 4], [1.0; 4], 4));
+            // Even the most favourable uniform (u = 0 -> log u = -23) must reject.
+            assert!(
+                !accept(log_uniform(0.0), la),
+                "x = {bad} accepted (log alpha {la})"
+            );
+        }
+    }
+
+    #[test]
+    fn uniform_floor_is_applied_before_the_log() {
+        let floor = log_uniform(0.0);
+        assert!((f64::from(floor) - (1e-10f64).ln()).abs() < 1e-5, "{floor}");
+        assert_eq!(log_uniform(0.0), log_uniform(1e-20));
+        assert!(log_uniform(f32::NAN).is_nan());
+        assert!(!accept(log_uniform(0.5), f32::NAN));
+    }
+}

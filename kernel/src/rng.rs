@@ -1,0 +1,208 @@
+//! The counter scheme: which Philox block every random number of a step comes from, and the
+//! transforms from random bits to uniforms and standard normals.
+//!
+//! # Counter scheme
+//!
+//! The random numbers of one step are a pure function of four things: the **seed**, the
+//! **row** (chain), the **step** (how many steps that chain has taken) and the **element**
+//! (coordinate). Nothing else enters — not the block size, the grid, which warp or lane does the
+//! work, how many launches a run is split into, or whether the GPU or the CPU computes them.
+//!
+//! | Philox input | value |
+//! |---|---|
+//! | key `[k0, k1]` | the 64-bit seed, low word first |
+//! | counter word 0 | the *quad* index `element / 4`, or [`UNIFORM_QUAD`] for the row's uniform |
+//! | counter word 1 | the row, `0 <= row < 2^32` |
+//! | counter words 2, 3 | the step, low word first (64 bits) |
+//!
+//! One Philox call gives 128 bits: the four normals of elements `4q .. 4q+4` of a row (two
+//! Box–Muller pairs), or, at quad [`UNIFORM_QUAD`], the row's acceptance uniform from word 0
+//! (words 1 to 3 are unused). Elements of a last partial quad past `dim` are drawn and thrown
+//! away. Quad indices reach at most `(dim - 1) / 4 < 2^30` because `dim` fits in 32 bits, so they
+//! never collide with [`UNIFORM_QUAD`]; every (seed, row, step, element) therefore has a
+//! counter of its own, and no two numbers of a run share bits.
+
+use crate::math;
+use crate::philox::{Ctr, Key, philox4x32_10};
+
+/// Counter word 0 of the row's acceptance uniform: a quad index no element can have.
+pub const UNIFORM_QUAD: u32 = u32::MAX;
+
+/// 2^-24: the spacing of the uniforms, which keep the top 24 bits of a word (an `f32` has a
+/// 24-bit significand, so every such value is exact).
+pub const TWO_POW_NEG_24: f32 = 1.0 / 16_777_216.0;
+
+/// The Philox key of a seed: the low 32 bits first.
+#[inline(always)]
+pub fn key(seed: u64) -> Key {
+    [seed as u32, (seed >> 32) as u32]
+}
+
+/// The Philox counter of quad `quad` of row `row` at step `step` (see the module docs).
+#[inline(always)]
+pub fn counter(quad: u32, row: u32, step: u64) -> Ctr {
+    [quad, row, step as u32, (step >> 32) as u32]
+}
+
+/// A uniform on `[0, 1)` from the top 24 bits of `bits`: one of the 2^24 values `k * 2^-24`.
+#[inline(always)]
+pub fn uniform(bits: u32) -> f32 {
+    (bits >> 8) as f32 * TWO_POW_NEG_24
+}
+
+/// A uniform on `(0, 1]`: [`uniform`] shifted up by one step, so its logarithm is finite.
+#[inline(always)]
+pub fn uniform_nonzero(bits: u32) -> f32 {
+    ((bits >> 8) + 1) as f32 * TWO_POW_NEG_24
+}
+
+/// Two independent standard normals from two words, by the Box–Muller transform:
+/// `r = sqrt(-2 ln u1)`, `theta = 2 pi u2 - pi`, normals `(r cos theta, r sin theta)`.
+///
+/// The angle is centred on `[-pi, pi)`, the range where the GPU's `sin/cos.approx` are most
+/// accurate. With 24-bit uniforms, `u1 >= 2^-24`, so `|z| <= sqrt(2 * 24 ln 2) ~= 5.77`: the
+/// tails beyond 5.77 standard deviations (probability 8e-9) are cut off, which no test of a few
+/// million draws can see and no MCMC proposal cares about.
+#[inline(always)]
+pub fn box_muller(a: u32, b: u32) -> [f32; 2] {
+    let r = math::sqrt(-2.0 * math::ln(uniform_nonzero(a)));
+    let theta = core::f32::consts::TAU * uniform(b) - core::f32::consts::PI;
+    [r * math::cos(theta), r * math::sin(theta)]
+}
+
+/// The four standard normals of elements `4 * quad .. 4 * quad + 4` of `row` at `step`.
+#[inline(always)]
+pub fn normal_quad(key: Key, row: u32, step: u64, quad: u32) -> [f32; 4] {
+    let bits = philox4x32_10(counter(quad, row, step), key);
+    let [z0, z1] = box_muller(bits[0], bits[1]);
+    let [z2, z3] = box_muller(bits[2], bits[3]);
+    [z0, z1, z2, z3]
+}
+
+/// The acceptance uniform on `[0, 1)` of `row` at `step`.
+#[inline(always)]
+pub fn row_uniform(key: Key, row: u32, step: u64) -> f32 {
+    uniform(philox4x32_10(counter(UNIFORM_QUAD, row, step), key)[0])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+    use std::vec::Vec;
+
+    /// Mean and (population) variance of a sample, accumulated in f64.
+    fn moments(xs: impl Iterator<Item = f32>) -> (f64, f64, usize) {
+        let (mut n, mut sum, mut sum2) = (0usize, 0f64, 0f64);
+        for x in xs {
+            let x = f64::from(x);
+            n += 1;
+            sum += x;
+            sum2 += x * x;
+        }
+        let mean = sum / n as f64;
+        (mean, sum2 / n as f64 - mean * mean, n)
+    }
+
+    const DRAWS: u32 = 1 << 20; // >= 10^6 draws, as the issue asks
+
+    #[test]
+    fn uniforms_have_the_moments_and_range_of_u01() {
+        let key = key(0x1234_5678_9abc_def0);
+        let draws = (0..DRAWS).map(|row| row_uniform(key, row, 7));
+        let all: Vec<f32> = draws.collect();
+        assert!(
+            all.iter().all(|&u| (0.0..1.0).contains(&u)),
+            "a uniform left [0, 1)"
+        );
+        let (mean, var, n) = moments(all.iter().copied());
+        // U[0,1): mean 1/2, variance 1/12. The sample mean's standard error is
+        // sqrt(1/12 / n) ~= 2.8e-4 for n = 2^20; allow 5 standard errors. The sample variance's
+        // standard error is sqrt((1/80 - 1/144) / n) ~= 7.3e-5; allow 5 of those too.
+        let se_mean = (1.0 / 12.0 / n as f64).sqrt();
+        let se_var = ((1.0 / 80.0 - 1.0 / 144.0) / n as f64).sqrt();
+        assert!((mean - 0.5).abs() < 5.0 * se_mean, "mean {mean}");
+        assert!((var - 1.0 / 12.0).abs() < 5.0 * se_var, "variance {var}");
+        // Both ends of the range are reached at this sample size (P(miss) ~ e^-64 each
+        // for the bottom and top 1/16384 of the interval).
+        let (lo, hi) = all
+            .iter()
+            .fold((1f32, 0f32), |(lo, hi), &u| (lo.min(u), hi.max(u)));
+        assert!(lo < 1e-4 && hi > 1.0 - 1e-4, "range [{lo}, {hi}]");
+    }
+
+    #[test]
+    fn normals_have_the_moments_of_n01() {
+        let key = key(42);
+        let draws = (0..DRAWS / 4).flat_map(|q| normal_quad(key, 3, 11, q));
+        let all: Vec<f32> = draws.collect();
+        assert!(all.iter().all(|z| z.is_finite()), "a normal is not finite");
+        let (mean, var, n) = moments(all.iter().copied());
+        // N(0,1): the sample mean's standard error is 1/sqrt(n) ~= 9.8e-4; the sample
+        // variance's is sqrt(2/n) ~= 1.4e-3. Five standard errors each.
+        assert!(mean.abs() < 5.0 / (n as f64).sqrt(), "mean {mean}");
+        assert!(
+            (var - 1.0).abs() < 5.0 * (2.0 / n as f64).sqrt(),
+            "variance {var}"
+        );
+        // Fourth moment: E z^4 = 3, standard error sqrt((105 - 9) / n) ~= 9.6e-3. Checks the
+        // shape, which mean and variance alone do not.
+        let m4 = all.iter().map(|&z| f64::from(z).powi(4)).sum::<f64>() / n as f64;
+        assert!(
+            (m4 - 3.0).abs() < 5.0 * (96.0 / n as f64).sqrt(),
+            "fourth moment {m4}"
+        );
+        // The Box-Muller bound: |z| <= sqrt(-2 ln 2^-24) (see `box_muller`).
+        let bound = (48.0f32 * core::f32::consts::LN_2).sqrt();
+        assert!(all.iter().all(|z| z.abs() <= bound * (1.0 + 1e-6)));
+        // About 0.27 % of N(0,1) lies beyond 3: with 2^20 draws, expect ~2831 (sd ~53).
+        let beyond3 = all.iter().filter(|z| z.abs() > 3.0).count() as f64;
+        let expected = 0.002_699_796 * n as f64;
+        assert!(
+            (beyond3 - expected).abs() < 5.0 * expected.sqrt(),
+            "{beyond3} beyond 3 sd"
+        );
+    }
+
+    #[test]
+    fn every_coordinate_gets_its_own_counter() {
+        // The map (quad, row, step) -> counter is injective, and the uniform's counter is
+        // never an element's: enumerate a grid of coordinates, including the 32-bit edges of
+        // the row and of both step words, and require distinct counters.
+        let rows = [0u32, 1, 2, u32::MAX - 1, u32::MAX];
+        let steps = [0u64, 1, u64::from(u32::MAX), 1 << 32, u64::MAX];
+        let quads = [0u32, 1, 2, (u32::MAX - 1) / 4, UNIFORM_QUAD];
+        let mut seen = HashSet::new();
+        for &r in &rows {
+            for &s in &steps {
+                for &q in &quads {
+                    assert!(
+                        seen.insert(counter(q, r, s)),
+                        "counter of ({q}, {r}, {s}) repeats"
+                    );
+                }
+            }
+        }
+        // The largest quad of the largest dim is still below the uniform's marker.
+        let max_dim = u64::from(u32::MAX);
+        assert!((max_dim - 1) / 4 < u64::from(UNIFORM_QUAD));
+    }
+
+    #[test]
+    fn nearby_coordinates_give_unrelated_numbers() {
+        // Neighbouring rows, steps and quads must not give equal (or shifted) blocks.
+        let k = key(9);
+        let base = normal_quad(k, 10, 20, 30);
+        for other in [
+            normal_quad(k, 11, 20, 30),
+            normal_quad(k, 10, 21, 30),
+            normal_quad(k, 10, 20, 31),
+            normal_quad(key(10), 10, 20, 30),
+        ] {
+            assert!(
+                base.iter().all(|z| !other.contains(z)),
+                "{base:?} vs {other:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! The CPU reference: the same step as the GPU kernel, computed on the host.
+//!
+//! It is built from the kernel crate's own functions ([`fused_mh_kernel::mh`],
+//! [`fused_mh_kernel::rng`]) and follows the GPU's order of floating-point operations: each row
+//! is cut into quads, quad `q` is added to "lane" `q % 32`'s partial sum, and the 32 partials
+//! are combined in the warp's butterfly order. The only differences from the GPU are `ln`, `sin`
+//! and `cos`, which the GPU computes with its special function units (see
+//! [`fused_mh_kernel::math`]), so results agree to about 1e-6 rather than bit for bit.
+//!
+//! [`step`] and [`step_with_noise`] run on one thread; [`par_step`] and [`par_step_with_noise`]
+//! spread the rows over all cores with rayon and give identical results.
+
+use fused_mh_kernel::mh::{self, QUAD, WARP_SIZE};
+use fused_mh_kernel::philox::Key;
+use fused_mh_kernel::rng;
+use rayon::prelude::*;
+
+use crate::error::Result;
+use crate::problem::{Shape, StepConfig, Target, check_noise, check_step_size};
+
+/// The result of one step on the CPU, with the numbers behind each decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepOutput {
+    /// `[batch, dim]`: the proposal where accepted, else the old state.
+    pub x_new: Vec<f32>,
+    /// `[batch]`: whether each chain moved.
+    pub accepted: Vec<bool>,
+    /// `[batch]`: `log alpha = log pi(proposal) - log pi(x)` of each chain.
+    pub log_alpha: Vec<f32>,
+    /// `[batch]`: `log(max(u, 1e-10))` of each chain; accepted exactly when `log_u < log_alpha`.
+    pub log_u: Vec<f32>,
+}
+
+/// Where a step's random numbers come from.
+#[derive(Clone, Copy)]
+enum Draws<'a> {
+    /// Philox, at this key and step (the kernel's counter scheme).
+    Philox { key: Key, step: u64 },
+    /// The caller's `noise[batch * dim]` and `uniform[batch]`.
+    Caller {
+        noise: &'a [f32],
+        uniform: &'a [f32],
+    },
+}
+
+/// One step with random numbers from the counter scheme at `(config.seed(), step)`: the CPU
+/// twin of the GPU's `mh_step`.
+pub fn step(
+    x: &[f32],
+    shape: Shape,
+    target: &Target,
+    config: &StepConfig,
+    step: u64,
+) -> Result<StepOutput> {
+    let draws = Draws::Philox {
+        key: rng::key(config.seed()),
+        step,
+    };
+    run(x, shape, target, config.step_size(), draws, false)
+}
+
+/// [`step`] on all cores.
+pub fn par_step(
+    x: &[f32],
+    shape: Shape,
+    target: &Target,
+    config: &StepConfig,
+    step: u64,
+) -> Result<StepOutput> {
+    let draws = Draws::Philox {
+        key: rng::key(config.seed()),
+        step,
+    };
+    run(x, shape, target, config.step_size(), draws, true)
+}
+
+/// One step with the caller's standard normals `noise[batch * dim]` and uniforms
+/// `uniform[batch]`: the CPU twin of the GPU's `mh_step_with_noise`.
+pub fn step_with_noise(
+    x: &[f32],
+    shape: Shape,
+    target: &Target,
+    step_size: f32,
+    noise: &[f32],
+    uniform: &[f32],
+) -> Result<StepOutput> {
+    check_noise(shape, noise, uniform)?;
+    run(
+        x,
+        shape,
+        target,
+        step_size,
+        Draws::Caller { noise, uniform },
+        false,
+    )
+}
+
+/// [`step_with_noise`] on all cores.
+pub fn par_step_with_noise(
+    x: &[f32],
+    shape: Shape,
+    target: &Target,
+    step_size: f32,
+    noise: &[f32],
+    uniform: &[f32],
+) -> Result<StepOutput> {
+    check_noise(shape, noise, uniform)?;
+    run(
+        x,
+        shape,
+        target,
+        step_size,
+        Draws::Caller { noise, uniform },
+        true,
+    )
+}
+
+/// A row's decision and the numbers behind it.
+#[derive(Clone, Copy, Default)]
+struct Decision {
+    accepted: bool,
+    log_alpha: f32,
+    log_u: f32,
+}
+
+fn run(
+    x: &[f32],
+    shape: Shape,
+    target: &Target,
+    step_size: f32,
+    draws: Draws,
+    parallel: bool,
+) -> Result<StepOutput> {
+    shape.check_len("x", x)?;
+    target.check_shape(shape)?;
+    check_step_size(step_size)?;
+    let dim = shape.dim();
+    let mut x_new = vec![0.0f32; shape.len()];
+    let mut decisions = vec![Decision::default(); shape.batch()];
+    let one_row = |(row, (out, decision)): (usize, (&mut [f32], &mut Decision))| {
+        *decision = row_step(
+            &x[row * dim..(row + 1) * dim],
+            row,
+            target,
+            step_size,
+            draws,
+            out,
+        );
+    };
+    if parallel {
+        x_new
+            .par_chunks_mut(dim)
+            .zip(decisions.par_iter_mut())
+            .enumerate()
+            .for_each(one_row);
+    } else {
+        x_new
+            .chunks_mut(dim)
+            .zip(decisions.iter_mut())
+            .enumerate()
+            .for_each(one_row);
+    }
+    Ok(StepOutput {
+        x_new,
+        accepted: decisions.iter().map(|d| d.accepted).collect(),
+        log_alpha: decisions.iter().map(|d| d.log_alpha).collect(),
+        log_u: decisions.iter().map(|d| d.log_u).collect(),
+    })
+}
+
+/// Quad `q` of a row-sized slice, zero-padded past its end (as the GPU loads it).
+fn quad_of(values: &[f32], q: usize) -> [f32; 4] {
+    core::array::from_fn(|i| values.get(QUAD * q + i).copied().unwrap_or(0.0))
+}
+
+/// One row, in the kernel's order of operations (see the module docs).
+fn row_step(
+    x: &[f32],
+    row: usize,
+    target: &Target,
+    step_size: f32,
+    draws: Draws,
+    out: &mut [f32],
+) -> Decision {
+    let dim = x.len();
+    let eps = |q: usize| match draws {
+        Draws::Philox { key, step } => rng::normal_quad(key, row as u32, step, q as u32),
+        Draws::Caller { noise, .. } => quad_of(&noise[row * dim..(row + 1) * dim], q),
+    };
+
+    let mut partials = [0.0f32; WARP_SIZE];
+    for q in 0..mh::quads_per_row(dim) {
+        let xq = quad_of(x, q);
+        let p = mh::propose(xq, eps(q), step_size);
+        let valid = mh::valid_in_quad(dim, q);
+        partials[q % WARP_SIZE] += mh::quad_term_sum(
+            xq,
+            p,
+            quad_of(target.mu(), q),
+            quad_of(target.inv_var(), q),
+            valid,
+        );
+    }
+    let log_alpha = mh::log_alpha(mh::warp_sum_emulated(partials));
+    let u = match draws {
+        Draws::Philox { key, step } => rng::row_uniform(key, row as u32, step),
+        Draws::Caller { uniform, .. } => uniform[row],
+    };
+    let log_u = mh::log_uniform(u);
+    let accepted = mh::accept(log_u, log_alpha);
+
+    for (q, chunk) in out.chunks_mut(QUAD).enumerate() {
+        let xq = quad_of(x, q);
+        let value = if accepted {
+            mh::propose(xq, eps(q), step_size)
+        } else {
+            xq
+        };
+        chunk.copy_from_slice(&value[..chunk.len()]);
+    }
+    Decision {
+        accepted,
+        log_alpha,
+        log_u,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reference model's formulas in f64, written independently of the kernel crate:
+    /// log pi(v) = -1/2 sum ((v - mu) / sigma)^2.
+    fn log_pi(v: &[f32], t: &Target) -> f64 {
+        -0.5 * v
+            .iter()
+            .zip(t.mu().iter().zip(t.sigma()))
+            .map(|(&v, (&m, &s))| ((f64::from(v) - f64::from(m)) / f64::from(s)).powi(2))
+            .sum::<f64>()
+    }
+
+    fn inputs(batch: usize, dim: usize) -> (Shape, Vec<f32>, Target, Vec<f32>, Vec<f32>) {
+        let shape = Shape::new(batch, dim).unwrap();
+        let x = (0..batch * dim)
+            .map(|i| ((i * 7919 % 1013) as f32 / 1013.0 - 0.5) * 3.0)
+            .collect();
+        let mu = (0..dim).map(|d| (d as f32 * 0.3).sin()).collect();
+        let sigma = (0..dim).map(|d| 0.5 + (d % 3) as f32 * 0.5).collect();
+        let noise = (0..batch * dim)
+            .map(|i| ((i * 104_729 % 2003) as f32 / 2003.0 - 0.5) * 4.0)
+            .collect();
+        let uniform = (0..batch).map(|b| (b * 31 % 97) as f32 / 97.0).collect();
+        (shape, x, Target::new(mu, sigma).unwrap(), noise, uniform)
+    }
+
+    #[test]
+    fn caller_noise_step_follows_the_reference_semantics_in_f64() {
+        for (batch, dim) in [(1, 1), (5, 3), (9, 33), (3, 130)] {
+            let (shape, x, target, noise, uniform) = inputs(batch, dim);
+            let step_size = 0.3;
+            let out = step_with_noise(&x, shape, &target, step_size, &noise, &uniform).unwrap();
+            for b in 0..batch {
+                let xb = &x[b * dim..(b + 1) * dim];
+                let proposal: Vec<f32> = (0..dim)
+                    .map(|d| xb[d] + step_size * noise[b * dim + d])
+                    .collect();
+                let log_alpha = log_pi(&proposal, &target) - log_pi(xb, &target);
+                let log_u = f64::from(uniform[b].max(1e-10)).ln();
+                // f32 sums of a few hundred O(1) terms: 1e-4 absolute is ample; decisions
+                // closer than that to the boundary are skipped.
+                assert!(
+                    (f64::from(out.log_alpha[b]) - log_alpha).abs()
+                        < 1e-4 * (1.0 + log_alpha.abs())
+                );
+                assert!((f64::from(out.log_u[b]) - log_u).abs() < 1e-5);
+                if (log_u - log_alpha).abs() > 1e-4 {
+                    assert_eq!(
+                        out.accepted[b],
+                        log_u < log_alpha,
+                        "row {b} of ({batch}, {dim})"
+                    );
+                }
+                let want = if out.accepted[b] { &proposal[..] } else { xb };
+                assert_eq!(
+                    &out.x_new[b * dim..(b + 1) * dim],
+                    want,
+                    "row {b} of ({batch}, {dim})"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn parallel_and_serial_agree_exactly() {
+        let (shape, x, target, noise, uniform) = inputs(300, 37);
+        let config = StepConfig::new(0.4, 77).unwrap();
+        assert_eq!(
+            step(&x, shape, &target, &config, 5).unwrap(),
+            par_step(&x, shape, &target, &config, 5).unwrap()
+        );
+        assert_eq!(
+            step_with_noise(&x, shape, &target, 0.4, &noise, &uniform).unwrap(),
+            par_step_with_noise(&x, shape, &target, 0.4, &noise, &uniform).unwrap()
+        );
+    }
+
+    #[test]
+    fn in_kernel_draws_equal_caller_noise_from_the_counter_scheme() {
+        // Generating the counter scheme's numbers on the host and passing them as caller noise
+        // must give exactly the in-kernel-RNG step.
+        let (shape, x, target, _, _) = inputs(17, 45);
+        let config = StepConfig::new(0.7, 0xfeed).unwrap();
+        let key = rng::key(config.seed());
+        let noise: Vec<f32> = (0..shape.batch())
+            .flat_map(|b| {
+                (0..shape.dim())
+                    .map(move |d| rng::normal_quad(key, b as u32, 9, (d / 4) as u32)[d % 4])
+            })
+            .collect();
+        let uniform: Vec<f32> = (0..shape.batch())
+            .map(|b| rng::row_uniform(key, b as u32, 9))
+            .collect();
+        assert_eq!(
+            step(&x, shape, &target, &config, 9).unwrap(),
+            step_with_noise(&x, shape, &target, 0.7, &noise, &uniform).unwrap()
+        );
+    }
+
+    #[test]
+    fn non_finite_rows_stay_put_and_never_accept() {
+        let (shape, mut x, target, noise, _) = inputs(4, 6);
+        x[6 + 2] = f32::NAN; // row 1
+        x[18] = f32::INFINITY; // row 3
+        let uniform = vec![0.0; 4]; // the most favourable uniform: accepts any finite log alpha > -23
+        let out = step_with_noise(&x, shape, &target, 0.1, &noise, &uniform).unwrap();
+        for row in [1, 3] {
+            assert!(!out.accepted[row], "row {row}");
+            let (got, want) = (&out.x_new[row * 6..row * 6 + 6], &x[row * 6..row * 6 + 6]);
+            assert!(
+                got.iter()
+                    .zip(want)
+                    .all(|(a, b)| a == b || (a.is_nan() && b.is_nan()))
+            );
+        }
+        assert!(
+            out.accepted[0] && out.accepted[2],
+            "finite rows with u = 0 and small moves accept"
+        );
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let (shape, x, target, noise, uniform) = inputs(2, 3);
+        let config = StepConfig::new(0.1, 1).unwrap();
+        assert!(step(&x[..5], shape, &target, &config, 0).is_err());
+        let other = Target::new(vec![0.0; 4], vec![1.0; 4]).unwrap();
+        assert!(step(&x, shape, &other, &config, 0).is_err());
+        assert!(step_with_noise(&x, shape, &target, 0.0, &noise, &uniform).is_err());
+        assert!(step_with_noise(&x, shape, &target, 0.1, &noise[1..], &uniform).is_err());
+    }
+}

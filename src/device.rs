@@ -1,0 +1,377 @@
+//! The GPU side of the library: open a device, upload, step, read back.
+//!
+//! The path from Rust to a running kernel, in cudarc's terms:
+//! 1. [`Gpu::open`] loads the driver library (libcuda, at run time), creates a context on the
+//!    device and a stream (a queue of work that runs in order on the GPU), and loads the PTX that
+//!    `build.rs` embedded: the driver compiles it to the GPU's machine code (SASS) right there.
+//! 2. The `upload_*` methods copy host slices into device buffers (`CudaSlice`).
+//! 3. [`Gpu::step`] and [`Gpu::step_with_noise`] enqueue one kernel launch on the stream and
+//!    return at once: launches are asynchronous.
+//! 4. Reading results back ([`DeviceChains::x`], [`DeviceChains::accepted`]) waits for the
+//!    stream to finish the work before it.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError,
+    LaunchConfig, PushKernelArg, ValidAsZeroBits,
+};
+use cudarc::nvrtc::Ptx;
+use fused_mh_kernel::mh::WARP_SIZE;
+use fused_mh_kernel::philox::{Ctr, Key};
+use fused_mh_kernel::{MH_STEP, MH_STEP_WITH_NOISE, PHILOX4X32_10_MANY};
+
+use crate::error::{Error, Result};
+use crate::problem::{
+    Shape, StepConfig, Target, check_len, check_noise, check_step_size, check_target_dim,
+};
+use crate::{FUSED_MH_PTX, PTX_TARGET};
+
+/// Threads per block for the step kernels: 8 warps, so 8 rows per block per pass of the
+/// grid-stride loop. A multiple of 32, as the kernels require.
+pub const THREADS_PER_BLOCK: u32 = 256;
+/// Blocks launched per SM at most; more rows than that are covered by the kernels' grid-stride
+/// loop. 32 blocks of 256 threads is 4x what one SM can hold at once (2048 threads), enough to
+/// keep every SM fed through the launch's tail.
+const MAX_BLOCKS_PER_SM: u32 = 32;
+
+/// An open GPU: a context, a stream, and the loaded kernels.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    _module: Arc<CudaModule>,
+    mh_step: CudaFunction,
+    mh_step_with_noise: CudaFunction,
+    philox_many: CudaFunction,
+    name: String,
+    max_blocks: u32,
+}
+
+impl Gpu {
+    /// Number of CUDA devices, or [`Error::NoDriver`] when the driver library is absent.
+    pub fn count() -> Result<usize> {
+        // SAFETY: only probes whether libcuda can be loaded (dlopen); calls nothing in it.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(Error::NoDriver);
+        }
+        match CudaContext::device_count() {
+            Ok(n) => Ok(n.max(0) as usize),
+            Err(DriverError(CUresult::CUDA_ERROR_NO_DEVICE)) => Ok(0),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Opens device `ordinal` and loads the kernels.
+    pub fn open(ordinal: usize) -> Result<Self> {
+        let count = Self::count()?;
+        if ordinal >= count {
+            return Err(Error::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal)?;
+        let stream = ctx.default_stream();
+        let module = ctx.load_module(Ptx::from_src(FUSED_MH_PTX))?;
+        let sms = ctx.attribute(
+            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )?;
+        Ok(Self {
+            mh_step: module.load_function(MH_STEP)?,
+            mh_step_with_noise: module.load_function(MH_STEP_WITH_NOISE)?,
+            philox_many: module.load_function(PHILOX4X32_10_MANY)?,
+            _module: module,
+            name: ctx.name()?,
+            max_blocks: (sms.max(1) as u32) * MAX_BLOCKS_PER_SM,
+            ctx,
+            stream,
+        })
+    }
+
+    /// The device's name, e.g. "NVIDIA H200".
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The PTX target the kernels were compiled for (e.g. "sm_70").
+    pub fn ptx_target(&self) -> &'static str {
+        PTX_TARGET
+    }
+
+    /// The context, for callers that time work with events or need device attributes.
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// The stream all of this object's work is queued on.
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Waits until all queued work has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        Ok(self.stream.synchronize()?)
+    }
+
+    fn alloc<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        what: &'static str,
+        len: usize,
+    ) -> Result<CudaSlice<T>> {
+        self.stream
+            .alloc_zeros(len)
+            .map_err(|e| oom_or(e, what, len * size_of::<T>()))
+    }
+
+    fn upload<T: DeviceRepr + ValidAsZeroBits>(
+        &self,
+        what: &'static str,
+        host: &[T],
+    ) -> Result<CudaSlice<T>> {
+        let mut dev = self.alloc(what, host.len())?;
+        self.stream.memcpy_htod(host, &mut dev)?;
+        Ok(dev)
+    }
+
+    /// Uploads the chains' states `x[batch * dim]` (row-major), with room for the next state and
+    /// the acceptance flags. The step counter starts at 0.
+    pub fn upload_chains(&self, x_host: &[f32], shape: Shape) -> Result<DeviceChains> {
+        shape.check_len("x", x_host)?;
+        Ok(DeviceChains {
+            x: self.upload("x", x_host)?,
+            x_next: self.alloc("x_next", shape.len())?,
+            accepted: self.alloc("accepted", shape.batch())?,
+            shape,
+            step: 0,
+        })
+    }
+
+    /// Uploads a target: its mean and `1 / sigma^2`.
+    pub fn upload_target(&self, target: &Target) -> Result<DeviceTarget> {
+        Ok(DeviceTarget {
+            mu: self.upload("mu", target.mu())?,
+            inv_var: self.upload("inv_var", target.inv_var())?,
+            dim: target.dim(),
+        })
+    }
+
+    /// Uploads caller random numbers for one step: standard normals `noise[batch * dim]` (finite)
+    /// and uniforms `uniform[batch]` (in `[0, 1]`).
+    pub fn upload_noise(
+        &self,
+        noise: &[f32],
+        uniform: &[f32],
+        shape: Shape,
+    ) -> Result<DeviceNoise> {
+        check_noise(shape, noise, uniform)?;
+        Ok(DeviceNoise {
+            noise: self.upload("noise", noise)?,
+            uniform: self.upload("uniform", uniform)?,
+            shape,
+        })
+    }
+
+    /// One grid for a batch: one warp per row, capped (the kernels loop over the rest).
+    fn launch_config(&self, batch: usize) -> LaunchConfig {
+        let rows_per_block = (THREADS_PER_BLOCK as usize / WARP_SIZE) as u64;
+        grid_1d(
+            (batch as u64)
+                .div_ceil(rows_per_block)
+                .min(u64::from(self.max_blocks)) as u32,
+        )
+    }
+
+    /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel from
+    /// `(config.seed(), chains.step_counter())`. Afterwards the chains hold the new states and
+    /// flags, and the step counter has advanced by one. Asynchronous: returns once queued.
+    pub fn step(
+        &self,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+    ) -> Result<()> {
+        target.check_shape(chains.shape)?;
+        let (batch, dim) = (chains.shape.batch() as u64, chains.shape.dim() as u64);
+        let (step_size, seed, step) = (config.step_size(), config.seed(), chains.step);
+        let mut launch = self.stream.launch_builder(&self.mh_step);
+        launch
+            .arg(&chains.x)
+            .arg(&mut chains.x_next)
+            .arg(&mut chains.accepted);
+        launch.arg(&target.mu).arg(&target.inv_var);
+        launch
+            .arg(&batch)
+            .arg(&dim)
+            .arg(&step_size)
+            .arg(&seed)
+            .arg(&step);
+        // SAFETY: the arguments match `mh_step(x, x_new, accepted, mu, inv_var, batch: u64,
+        // dim: u64, step_size: f32, seed: u64, step: u64)` in order and type; x and x_next hold
+        // batch*dim floats (the shape they were allocated for), accepted holds batch bytes,
+        // mu and inv_var hold dim floats (checked above); x_next and accepted are written, and
+        // they are distinct allocations from x; Shape guarantees 1 <= batch <= 2^32,
+        // 1 <= dim < 2^32; the block is 256 threads, a multiple of 32.
+        unsafe { launch.launch(self.launch_config(chains.shape.batch())) }?;
+        chains.swap();
+        chains.step += 1;
+        Ok(())
+    }
+
+    /// One step with the caller's random numbers (see [`Gpu::upload_noise`]); the step counter
+    /// does not move. Asynchronous: returns once queued.
+    pub fn step_with_noise(
+        &self,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        step_size: f32,
+        noise: &DeviceNoise,
+    ) -> Result<()> {
+        check_step_size(step_size)?;
+        target.check_shape(chains.shape)?;
+        if noise.shape != chains.shape {
+            return Err(Error::ShapeMismatch(format!(
+                "noise is for {:?}, the chains are {:?}",
+                noise.shape, chains.shape
+            )));
+        }
+        let (batch, dim) = (chains.shape.batch() as u64, chains.shape.dim() as u64);
+        let mut launch = self.stream.launch_builder(&self.mh_step_with_noise);
+        launch
+            .arg(&chains.x)
+            .arg(&mut chains.x_next)
+            .arg(&mut chains.accepted);
+        launch.arg(&target.mu).arg(&target.inv_var);
+        launch
+            .arg(&batch)
+            .arg(&dim)
+            .arg(&step_size)
+            .arg(&noise.noise)
+            .arg(&noise.uniform);
+        // SAFETY: as in `step`, with `noise: *const f32, uniform: *const f32` last; noise
+        // holds batch*dim floats and uniform batch floats (same shape, checked above); both
+        // are only read.
+        unsafe { launch.launch(self.launch_config(chains.shape.batch())) }?;
+        chains.swap();
+        Ok(())
+    }
+
+    /// Philox4x32-10 of each (counter, key) pair, computed on the GPU by one thread per pair
+    /// (for known-answer tests of the device code).
+    pub fn philox4x32_10_many(&self, ctr: &[Ctr], key: &[Key]) -> Result<Vec<Ctr>> {
+        check_len("key", ctr.len(), key.len())?;
+        if ctr.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ctr_dev = self.upload("ctr", ctr.as_flattened())?;
+        let key_dev = self.upload("key", key.as_flattened())?;
+        let mut out_dev = self.alloc::<u32>("philox output", 4 * ctr.len())?;
+        let n = ctr.len() as u64;
+        let mut launch = self.stream.launch_builder(&self.philox_many);
+        launch.arg(&ctr_dev).arg(&key_dev).arg(&mut out_dev).arg(&n);
+        let blocks = n
+            .div_ceil(u64::from(THREADS_PER_BLOCK))
+            .min(u64::from(self.max_blocks)) as u32;
+        // SAFETY: `philox4x32_10_many(ctr: *const u32, key: *const u32, out: *mut u32, n: u64)`;
+        // ctr and out hold 4n words, key 2n; only out is written.
+        unsafe { launch.launch(grid_1d(blocks)) }?;
+        let out = self.stream.clone_dtoh(&out_dev)?;
+        Ok(out.as_chunks::<4>().0.to_vec())
+    }
+}
+
+/// A one-dimensional launch of `blocks` blocks of [`THREADS_PER_BLOCK`] threads.
+fn grid_1d(blocks: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (blocks.max(1), 1, 1),
+        block_dim: (THREADS_PER_BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn oom_or(e: DriverError, what: &'static str, bytes: usize) -> Error {
+    match e {
+        DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY) => Error::OutOfMemory { what, bytes },
+        other => other.into(),
+    }
+}
+
+/// A batch of chains on the GPU.
+///
+/// Two state buffers take turns: a step reads one and writes the other, then they swap, so a
+/// step never reads what it is writing. The step counter (which Philox counter the next
+/// in-kernel step uses) lives here, so consecutive steps continue one random stream.
+pub struct DeviceChains {
+    x: CudaSlice<f32>,
+    x_next: CudaSlice<f32>,
+    accepted: CudaSlice<u8>,
+    shape: Shape,
+    step: u64,
+}
+
+impl DeviceChains {
+    fn swap(&mut self) {
+        std::mem::swap(&mut self.x, &mut self.x_next);
+    }
+
+    /// The batch's shape.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// The counter the next in-kernel-RNG step will use (steps taken so far, unless set).
+    pub fn step_counter(&self) -> u64 {
+        self.step
+    }
+
+    /// Sets the step counter, e.g. to resume a stream or to replay a step.
+    pub fn set_step_counter(&mut self, step: u64) {
+        self.step = step;
+    }
+
+    /// Copies the current states back to the host (waits for queued work).
+    pub fn x(&self) -> Result<Vec<f32>> {
+        Ok(self.x.stream().clone_dtoh(&self.x)?)
+    }
+
+    /// Copies the last step's acceptance flags back to the host (waits for queued work).
+    pub fn accepted(&self) -> Result<Vec<bool>> {
+        Ok(self.accepted_flags()?.into_iter().map(|a| a != 0).collect())
+    }
+
+    /// The acceptance flags as the kernel wrote them: one byte per chain, 1 if it moved, 0 if
+    /// not (anything else means the byte was never written; see [`Self::poison_outputs`]).
+    pub fn accepted_flags(&self) -> Result<Vec<u8>> {
+        Ok(self.accepted.stream().clone_dtoh(&self.accepted)?)
+    }
+
+    /// Fills the buffers the next step will write — the next state and the acceptance flags —
+    /// with `x_value` and `accepted_value`. A debugging aid: poison them (e.g. NaN and 0xAA)
+    /// and any element a kernel fails to write shows up in the result.
+    pub fn poison_outputs(&mut self, x_value: f32, accepted_value: u8) -> Result<()> {
+        let stream = self.x_next.stream().clone();
+        stream.memcpy_htod(&vec![x_value; self.shape.len()], &mut self.x_next)?;
+        stream.memcpy_htod(
+            &vec![accepted_value; self.shape.batch()],
+            &mut self.accepted,
+        )?;
+        Ok(())
+    }
+}
+
+/// A target on the GPU: `mu[dim]` and `inv_var[dim] = 1 / sigma^2`.
+pub struct DeviceTarget {
+    mu: CudaSlice<f32>,
+    inv_var: CudaSlice<f32>,
+    dim: usize,
+}
+
+impl DeviceTarget {
+    fn check_shape(&self, shape: Shape) -> Result<()> {
+        check_target_dim(self.dim, shape)
+    }
+}
+
+/// Caller random numbers for one step, on the GPU.
+pub struct DeviceNoise {
+    noise: CudaSlice<f32>,
+    uniform: CudaSlice<f32>,
+    shape: Shape,
+}

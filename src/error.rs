@@ -1,0 +1,99 @@
+//! The library's one error type.
+
+use cudarc::driver::DriverError;
+
+/// Everything that can go wrong, with a message that says what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A batch of zero chains.
+    #[error("the batch is empty: the number of chains must be at least 1")]
+    EmptyBatch,
+    /// Chains of zero dimensions.
+    #[error("dim is 0: each chain must have at least one coordinate")]
+    EmptyDim,
+    /// A shape beyond what the counter scheme or the address space can index.
+    #[error("batch {batch} x dim {dim} is too large: {why}")]
+    TooLarge {
+        /// Requested number of chains.
+        batch: usize,
+        /// Requested dimension.
+        dim: usize,
+        /// Which limit it breaks.
+        why: &'static str,
+    },
+    /// An input whose length does not match the shape it belongs to.
+    #[error("{what} has {got} elements, expected {expected}")]
+    LengthMismatch {
+        /// The input's name (`x`, `mu`, `noise`, ...).
+        what: &'static str,
+        /// The length the shape implies.
+        expected: usize,
+        /// The length given.
+        got: usize,
+    },
+    /// A NaN or infinity where a finite number is needed.
+    #[error("{what}[{index}] = {value} is not finite")]
+    NonFinite {
+        /// The input's name.
+        what: &'static str,
+        /// Position of the first offending element.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
+    /// A standard deviation that is not positive.
+    #[error("sigma[{index}] = {value} must be > 0")]
+    NonPositiveSigma {
+        /// Position of the first offending element.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
+    /// A standard deviation so small that `1 / sigma^2` overflows f32.
+    #[error("sigma[{index}] = {value:e} is too small: 1/sigma^2 overflows f32")]
+    SigmaTooSmall {
+        /// Position of the first offending element.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
+    /// A step size that is not a positive finite number.
+    #[error("step size {0} must be a finite number > 0")]
+    BadStepSize(f32),
+    /// A caller-supplied uniform outside `[0, 1]`.
+    #[error("uniform[{index}] = {value} is outside [0, 1]")]
+    UniformOutOfRange {
+        /// Position of the first offending element.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
+    /// Chains, target or noise that belong to different shapes.
+    #[error("shape mismatch: {0}")]
+    ShapeMismatch(String),
+    /// The CUDA driver library could not be loaded: no NVIDIA driver on this machine.
+    #[error("no CUDA driver: libcuda could not be loaded (is the NVIDIA driver installed?)")]
+    NoDriver,
+    /// The driver works but has no such device.
+    #[error("no CUDA device {ordinal}: the driver reports {count} device(s)")]
+    NoDevice {
+        /// The device asked for.
+        ordinal: usize,
+        /// How many there are.
+        count: usize,
+    },
+    /// An allocation the device could not satisfy.
+    #[error("the GPU is out of memory: could not allocate {bytes} bytes for {what}")]
+    OutOfMemory {
+        /// What the allocation was for.
+        what: &'static str,
+        /// Its size.
+        bytes: usize,
+    },
+    /// Any other error reported by the CUDA driver.
+    #[error("CUDA driver error: {0}")]
+    Driver(#[from] DriverError),
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

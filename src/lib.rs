@@ -1,0 +1,43 @@
+//! fused-mh: one random-walk Metropolis–Hastings step for millions of independent chains, as
+//! one fused GPU kernel written in Rust, with a CPU reference of the same semantics.
+//!
+//! For `x[batch, dim]`, a target `N(mu, diag(sigma^2))` and a step size, each chain proposes
+//! `p = x + step_size * eps` with `eps ~ N(0, 1)`, computes
+//! `log alpha = log pi(p) - log pi(x)`, draws `u ~ U[0, 1)` and moves to `p` exactly when
+//! `log(max(u, 1e-10)) < log alpha`.
+//!
+//! - [`Gpu`] runs the step on a CUDA device (driver loaded at run time: no CUDA is needed to
+//!   build this crate or to use its CPU parts).
+//! - [`cpu`] is the reference, built from the same kernel crate functions.
+//! - [`Shape`], [`Target`] and [`StepConfig`] validate inputs once, for both.
+//!
+//! ```no_run
+//! use fused_mh::{Gpu, Shape, StepConfig, Target};
+//! # fn main() -> fused_mh::Result<()> {
+//! let shape = Shape::new(4096, 64)?;
+//! let x_host = vec![0.5f32; shape.len()];
+//! let target = Target::new(vec![0.0; 64], vec![1.0; 64])?;
+//! let gpu = Gpu::open(0)?;
+//! let mut chains = gpu.upload_chains(&x_host, shape)?;
+//! let target_dev = gpu.upload_target(&target)?;
+//! gpu.step(&mut chains, &target_dev, &StepConfig::new(0.3, 42)?)?;
+//! let (x_new, accepted) = (chains.x()?, chains.accepted()?);
+//! # Ok(()) }
+//! ```
+
+pub mod cpu;
+mod device;
+mod error;
+mod problem;
+
+pub use device::{DeviceChains, DeviceNoise, DeviceTarget, Gpu, THREADS_PER_BLOCK};
+pub use error::{Error, Result};
+pub use fused_mh_kernel as kernel;
+pub use problem::{Shape, StepConfig, Target};
+
+/// The kernels as PTX text, compiled from `kernel/` by `build.rs` and embedded here; the driver
+/// turns it into machine code for whatever GPU [`Gpu::open`] finds.
+pub const FUSED_MH_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused_mh_kernel.ptx"));
+
+/// The PTX target `build.rs` compiled for (`FUSED_MH_PTX_ARCH`, default `sm_70`).
+pub const PTX_TARGET: &str = env!("FUSED_MH_PTX_ARCH");

@@ -1,0 +1,311 @@
+//! What a step is asked to do: the shape of the batch, the target distribution and the step's
+//! configuration, each validated once when it is built, so the GPU and the CPU paths can trust
+//! them.
+
+use crate::error::{Error, Result};
+
+/// The shape of a batch: `batch` independent chains of `dim` coordinates each, stored
+/// row-major as `x[batch * dim]` (chain `b`, coordinate `d` at `b * dim + d`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    batch: usize,
+    dim: usize,
+}
+
+impl Shape {
+    /// Largest batch: the row enters the Philox counter as one 32-bit word.
+    pub const MAX_BATCH: usize = 1 << 32;
+    /// Largest dim: quad indices (`element / 4`) are 32-bit counter words, and `u32::MAX` is
+    /// reserved for the acceptance uniform.
+    pub const MAX_DIM: usize = u32::MAX as usize;
+
+    /// Validates a shape: both sizes at least 1, within the counter scheme's limits, and
+    /// `batch * dim` f32 elements addressable.
+    pub fn new(batch: usize, dim: usize) -> Result<Self> {
+        if batch == 0 {
+            return Err(Error::EmptyBatch);
+        }
+        if dim == 0 {
+            return Err(Error::EmptyDim);
+        }
+        let too_large = |why| Err(Error::TooLarge { batch, dim, why });
+        if batch > Self::MAX_BATCH {
+            return too_large("at most 2^32 chains (the row is a 32-bit Philox counter word)");
+        }
+        if dim > Self::MAX_DIM {
+            return too_large("dim must be below 2^32 (quad indices are 32-bit counter words)");
+        }
+        match batch
+            .checked_mul(dim)
+            .and_then(|n| n.checked_mul(size_of::<f32>()))
+        {
+            Some(bytes) if bytes <= isize::MAX as usize => Ok(Self { batch, dim }),
+            _ => too_large("batch * dim * 4 bytes overflows the address space"),
+        }
+    }
+
+    /// Number of chains.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Coordinates per chain.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Elements in the batch, `batch * dim` (cannot overflow: checked in [`Shape::new`]).
+    pub fn len(&self) -> usize {
+        self.batch * self.dim
+    }
+
+    /// Always false: a shape has at least one element. (Present because `len` is.)
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Checks that `data` holds exactly this shape's `batch * dim` elements.
+    pub fn check_len<T>(&self, what: &'static str, data: &[T]) -> Result<()> {
+        check_len(what, self.len(), data.len())
+    }
+}
+
+pub(crate) fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
+fn check_finite(what: &'static str, values: &[f32]) -> Result<()> {
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(index) => Err(Error::NonFinite {
+            what,
+            index,
+            value: values[index],
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The target distribution: independent normals, `log pi(v) = -1/2 sum_d ((v_d - mu_d) / sigma_d)^2`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    mu: Vec<f32>,
+    sigma: Vec<f32>,
+    inv_var: Vec<f32>,
+}
+
+impl Target {
+    /// A target of `mu.len()` dimensions. `mu` and `sigma` must have the same length (at least
+    /// 1), be finite, and `sigma > 0` with `1 / sigma^2` representable in f32.
+    pub fn new(mu: Vec<f32>, sigma: Vec<f32>) -> Result<Self> {
+        if mu.is_empty() {
+            return Err(Error::EmptyDim);
+        }
+        check_len("sigma", mu.len(), sigma.len())?;
+        check_finite("mu", &mu)?;
+        check_finite("sigma", &sigma)?;
+        if let Some(index) = sigma.iter().position(|&s| s <= 0.0) {
+            return Err(Error::NonPositiveSigma {
+                index,
+                value: sigma[index],
+            });
+        }
+        // 1 / sigma^2 in f64, rounded once to f32: the kernel multiplies by it instead of
+        // dividing by sigma^2 for every element.
+        let inv_var: Vec<f32> = sigma
+            .iter()
+            .map(|&s| (1.0 / f64::from(s).powi(2)) as f32)
+            .collect();
+        if let Some(index) = inv_var.iter().position(|v| !v.is_finite()) {
+            return Err(Error::SigmaTooSmall {
+                index,
+                value: sigma[index],
+            });
+        }
+        Ok(Self { mu, sigma, inv_var })
+    }
+
+    /// Number of dimensions.
+    pub fn dim(&self) -> usize {
+        self.mu.len()
+    }
+
+    /// The means.
+    pub fn mu(&self) -> &[f32] {
+        &self.mu
+    }
+
+    /// The standard deviations.
+    pub fn sigma(&self) -> &[f32] {
+        &self.sigma
+    }
+
+    /// `1 / sigma^2`, what the kernel uses.
+    pub fn inv_var(&self) -> &[f32] {
+        &self.inv_var
+    }
+
+    /// Checks that this target's dim is the chains' dim.
+    pub fn check_shape(&self, shape: Shape) -> Result<()> {
+        check_target_dim(self.dim(), shape)
+    }
+}
+
+/// How a step with in-kernel random numbers proposes: the step size, and the seed of the
+/// Philox stream.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepConfig {
+    step_size: f32,
+    seed: u64,
+}
+
+impl StepConfig {
+    /// A configuration; the step size must be finite and positive.
+    pub fn new(step_size: f32, seed: u64) -> Result<Self> {
+        check_step_size(step_size)?;
+        Ok(Self { step_size, seed })
+    }
+
+    /// The proposal's scale: `proposal = x + step_size * eps`.
+    pub fn step_size(&self) -> f32 {
+        self.step_size
+    }
+
+    /// The seed (the Philox key).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+}
+
+pub(crate) fn check_target_dim(target_dim: usize, shape: Shape) -> Result<()> {
+    if target_dim == shape.dim() {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch(format!(
+            "the target has dim {target_dim}, the chains have dim {}",
+            shape.dim()
+        )))
+    }
+}
+
+pub(crate) fn check_step_size(step_size: f32) -> Result<()> {
+    if step_size.is_finite() && step_size > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::BadStepSize(step_size))
+    }
+}
+
+/// Checks caller-supplied random numbers against a shape: `noise[batch * dim]` finite,
+/// `uniform[batch]` in `[0, 1]`.
+pub(crate) fn check_noise(shape: Shape, noise: &[f32], uniform: &[f32]) -> Result<()> {
+    shape.check_len("noise", noise)?;
+    check_len("uniform", shape.batch(), uniform.len())?;
+    check_finite("noise", noise)?;
+    match uniform.iter().position(|u| !(0.0..=1.0).contains(u)) {
+        Some(index) => Err(Error::UniformOutOfRange {
+            index,
+            value: uniform[index],
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_are_validated() {
+        assert!(matches!(Shape::new(0, 3), Err(Error::EmptyBatch)));
+        assert!(matches!(Shape::new(3, 0), Err(Error::EmptyDim)));
+        assert!(matches!(
+            Shape::new(Shape::MAX_BATCH + 1, 1),
+            Err(Error::TooLarge { .. })
+        ));
+        assert!(matches!(
+            Shape::new(1, Shape::MAX_DIM + 1),
+            Err(Error::TooLarge { .. })
+        ));
+        assert!(matches!(
+            Shape::new(1 << 32, 1 << 31),
+            Err(Error::TooLarge { .. })
+        ));
+        let s = Shape::new(7, 33).unwrap();
+        assert_eq!((s.batch(), s.dim(), s.len()), (7, 33, 231));
+    }
+
+    #[test]
+    fn targets_are_validated() {
+        assert!(matches!(Target::new(vec![], vec![]), Err(Error::EmptyDim)));
+        assert!(matches!(
+            Target::new(vec![0.0; 2], vec![1.0]),
+            Err(Error::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            Target::new(vec![0.0, f32::NAN], vec![1.0; 2]),
+            Err(Error::NonFinite {
+                what: "mu",
+                index: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            Target::new(vec![0.0; 2], vec![1.0, f32::INFINITY]),
+            Err(Error::NonFinite {
+                what: "sigma",
+                index: 1,
+                ..
+            })
+        ));
+        assert!(matches!(
+            Target::new(vec![0.0; 2], vec![1.0, 0.0]),
+            Err(Error::NonPositiveSigma { index: 1, .. })
+        ));
+        assert!(matches!(
+            Target::new(vec![0.0], vec![-1.0]),
+            Err(Error::NonPositiveSigma { .. })
+        ));
+        assert!(matches!(
+            Target::new(vec![0.0], vec![1e-30]),
+            Err(Error::SigmaTooSmall { .. })
+        ));
+        let t = Target::new(vec![1.0, 2.0], vec![0.5, 4.0]).unwrap();
+        assert_eq!(t.inv_var(), &[4.0, 0.0625]);
+    }
+
+    #[test]
+    fn step_sizes_and_noise_are_validated() {
+        for bad in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            assert!(
+                matches!(StepConfig::new(bad, 1), Err(Error::BadStepSize(_))),
+                "{bad}"
+            );
+        }
+        let shape = Shape::new(2, 2).unwrap();
+        assert!(check_noise(shape, &[0.0; 4], &[0.5; 2]).is_ok());
+        assert!(matches!(
+            check_noise(shape, &[0.0; 3], &[0.5; 2]),
+            Err(Error::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            check_noise(shape, &[0.0; 4], &[0.5; 3]),
+            Err(Error::LengthMismatch { .. })
+        ));
+        assert!(matches!(
+            check_noise(shape, &[0.0, f32::NAN, 0.0, 0.0], &[0.5; 2]),
+            Err(Error::NonFinite { .. })
+        ));
+        assert!(matches!(
+            check_noise(shape, &[0.0; 4], &[0.5, 1.5]),
+            Err(Error::UniformOutOfRange { index: 1, .. })
+        ));
+    }
+}

@@ -1,0 +1,437 @@
+//! End-to-end tests on a real GPU, against the CPU reference.
+//!
+//! This is a `harness = false` test driven by libtest-mimic, so it can decide at run time
+//! whether a GPU is there: without one (no driver, or no device), every GPU test is reported
+//! as **ignored** — never as passed. Asked to run ignored tests anyway (`-- --ignored`), they
+//! run and fail, because opening the GPU fails. With a GPU they all run.
+//!
+//! Inputs are drawn fresh from `rand_xorshift` for each test (never zeros), and the buffers a
+//! step writes are poisoned (NaN, 0xAA) before every launch, so an element the kernel forgets to
+//! write fails the comparison.
+
+use std::process::ExitCode;
+
+use fused_mh::kernel::philox::{PHILOX4X32_10_KAT, philox4x32_10};
+use fused_mh::{Error, Gpu, Shape, StepConfig, Target, cpu};
+use libtest_mimic::{Arguments, Failed, Trial};
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+use rand_xorshift::XorShiftRng;
+
+/// The shapes every comparison runs on: a single element, dims below 32 and not multiples of 4
+/// or 32, a typical batch, and dims in the thousands (several quads per lane).
+const SHAPES: [(usize, usize); 6] = [
+    (1, 1),
+    (7, 33),
+    (4096, 64),
+    (1000, 100),
+    (256, 1000),
+    (3, 4097),
+];
+
+/// Poison for the state buffer the step writes: NaN fails every comparison.
+const POISON_X: f32 = f32::NAN;
+/// Poison for the acceptance flags: neither 0 nor 1.
+const POISON_FLAG: u8 = 0xAA;
+
+/// Acceptance decisions may differ between GPU and CPU only where the two sides of the
+/// comparison are this close: the GPU computes `ln u` with `lg2.approx` (relative error
+/// 2^-22) and its normals with `sin/cos.approx` (absolute error ~2^-20.9), which moves
+/// `log alpha` by far less than 1e-4 for the dims tested.
+const DECISION_MARGIN: f32 = 1e-4;
+/// ... and at most this fraction of rows may sit in that margin and differ.
+const MAX_FLIPPED_FRACTION: f64 = 1e-3;
+
+fn rng(seed: u64) -> XorShiftRng {
+    XorShiftRng::seed_from_u64(seed)
+}
+
+/// A random target (mu in [-2, 2], sigma in [0.5, 2]) and chains around it (1.5 sigma wide, so
+/// both accepts and rejects happen), with a step size that accepts a fair share.
+fn random_problem(batch: usize, dim: usize, seed: u64) -> (Shape, Vec<f32>, Target, f32) {
+    let mut r = rng(seed);
+    let shape = Shape::new(batch, dim).expect("valid test shape");
+    let mu: Vec<f32> = (0..dim).map(|_| r.random_range(-2.0..2.0)).collect();
+    let sigma: Vec<f32> = (0..dim).map(|_| r.random_range(0.5..2.0)).collect();
+    let x = (0..shape.len())
+        .map(|i| {
+            let z: f32 = r.sample(StandardNormal);
+            mu[i % dim] + 1.5 * sigma[i % dim] * z
+        })
+        .collect();
+    let step_size = 1.2 / (dim as f32).sqrt();
+    (
+        shape,
+        x,
+        Target::new(mu, sigma).expect("valid target"),
+        step_size,
+    )
+}
+
+fn random_noise(shape: Shape, seed: u64) -> (Vec<f32>, Vec<f32>) {
+    let mut r = rng(seed);
+    let noise = (0..shape.len()).map(|_| r.sample(StandardNormal)).collect();
+    let uniform = (0..shape.batch())
+        .map(|_| r.random_range(0.0..1.0))
+        .collect();
+    (noise, uniform)
+}
+
+fn open() -> Result<Gpu, Failed> {
+    Gpu::open(0).map_err(|e| format!("no GPU to run on: {e}").into())
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Mode {
+    InKernelRng,
+    CallerNoise,
+}
+
+/// One step on the GPU and on the CPU from the same inputs; the outputs must agree (see the
+/// constants above and `compare`).
+fn gpu_matches_cpu(batch: usize, dim: usize, mode: Mode) -> Result<(), Failed> {
+    let gpu = open()?;
+    let seed = (batch * 7919 + dim) as u64;
+    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    chains.poison_outputs(POISON_X, POISON_FLAG)?;
+    let cpu_out = match mode {
+        Mode::InKernelRng => {
+            let config = StepConfig::new(step_size, seed ^ 0x5eed)?;
+            // A step counter beyond 2^32 exercises both counter words.
+            let step = (1 << 32) + 12_345;
+            chains.set_step_counter(step);
+            gpu.step(&mut chains, &target_dev, &config)?;
+            cpu::par_step(&x, shape, &target, &config, step)?
+        }
+        Mode::CallerNoise => {
+            let (noise, uniform) = random_noise(shape, seed + 1);
+            let noise_dev = gpu.upload_noise(&noise, &uniform, shape)?;
+            gpu.step_with_noise(&mut chains, &target_dev, step_size, &noise_dev)?;
+            cpu::par_step_with_noise(&x, shape, &target, step_size, &noise, &uniform)?
+        }
+    };
+    compare(
+        &chains.x()?,
+        &chains.accepted_flags()?,
+        &cpu_out,
+        shape,
+        step_size,
+    )
+    .map_err(|e| format!("({batch}, {dim}) {mode:?}: {e}").into())
+}
+
+/// GPU outputs against the CPU reference's.
+fn compare(
+    x_gpu: &[f32],
+    flags: &[u8],
+    cpu: &cpu::StepOutput,
+    shape: Shape,
+    step_size: f32,
+) -> Result<(), String> {
+    let dim = shape.dim();
+    if let Some(row) = flags.iter().position(|&f| f > 1) {
+        return Err(format!(
+            "accepted[{row}] = {:#x}: never written",
+            flags[row]
+        ));
+    }
+    // x_new: the GPU's normals differ from the CPU's by at most ~3e-6 (|eps| <= 5.77 times the
+    // SFU's ~5e-7 on sin/cos), so x_new = x + s * eps differs by at most 3e-6 * s absolute, plus
+    // f32 rounding of the sum. Hence 1e-5 relative with an absolute floor of 4e-6 * s, for
+    // elements that cancel to near zero.
+    let abs_floor = 4e-6 * step_size;
+    let mut flipped = 0usize;
+    let mut max_rel = 0f32;
+    for row in 0..shape.batch() {
+        let accepted_gpu = flags[row] == 1;
+        if accepted_gpu != cpu.accepted[row] {
+            let gap = (cpu.log_u[row] - cpu.log_alpha[row]).abs();
+            if gap >= DECISION_MARGIN {
+                return Err(format!(
+                    "row {row}: GPU accepted = {accepted_gpu}, CPU = {} with |log u - log alpha| = {gap} (>= {DECISION_MARGIN})",
+                    cpu.accepted[row]
+                ));
+            }
+            flipped += 1;
+            continue;
+        }
+        for d in 0..dim {
+            let (g, c) = (x_gpu[row * dim + d], cpu.x_new[row * dim + d]);
+            if !approx::relative_eq!(g, c, epsilon = abs_floor, max_relative = 1e-5) {
+                return Err(format!("x_new[{row}, {d}]: GPU {g}, CPU {c}"));
+            }
+            if c != 0.0 {
+                max_rel = max_rel.max(((g - c) / c).abs());
+            }
+        }
+    }
+    let allowed = (MAX_FLIPPED_FRACTION * shape.batch() as f64).floor() as usize;
+    if flipped > allowed {
+        return Err(format!(
+            "{flipped} decisions differ near the boundary; at most {allowed} allowed"
+        ));
+    }
+    eprintln!(
+        "  {shape:?}: {flipped} boundary decisions differ, max relative x_new difference {max_rel:e}"
+    );
+    Ok(())
+}
+
+/// The Random123 known-answer vectors, each evaluated by many GPU threads at once (interleaved
+/// in one launch), plus random (counter, key) pairs against the CPU.
+fn philox_known_answers() -> Result<(), Failed> {
+    let gpu = open()?;
+    let copies = 10_000;
+    let n = PHILOX4X32_10_KAT.len() * copies;
+    let ctr: Vec<_> = (0..n).map(|i| PHILOX4X32_10_KAT[i % 3].0).collect();
+    let key: Vec<_> = (0..n).map(|i| PHILOX4X32_10_KAT[i % 3].1).collect();
+    let out = gpu.philox4x32_10_many(&ctr, &key)?;
+    for (i, got) in out.iter().enumerate() {
+        let want = PHILOX4X32_10_KAT[i % 3].2;
+        if *got != want {
+            return Err(format!("thread {i}: {got:08x?}, want {want:08x?}").into());
+        }
+    }
+    let mut r = rng(3);
+    let ctr: Vec<[u32; 4]> = (0..100_000).map(|_| r.random()).collect();
+    let key: Vec<[u32; 2]> = (0..100_000).map(|_| r.random()).collect();
+    let out = gpu.philox4x32_10_many(&ctr, &key)?;
+    for i in 0..ctr.len() {
+        if out[i] != philox4x32_10(ctr[i], key[i]) {
+            return Err(format!(
+                "random pair {i}: GPU {:08x?}, CPU {:08x?}",
+                out[i],
+                philox4x32_10(ctr[i], key[i])
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// More rows than the capped grid has warps, so the kernels' grid-stride loop does real work.
+fn grid_stride_covers_every_row() -> Result<(), Failed> {
+    gpu_matches_cpu(1_000_003, 3, Mode::InKernelRng)
+}
+
+/// Rows whose x holds NaN or infinity never accept and are copied through unchanged.
+fn non_finite_rows_stay_put() -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, mut x, target, step_size) = random_problem(64, 10, 11);
+    let bad_rows = [
+        (3usize, f32::NAN),
+        (17, f32::INFINITY),
+        (40, f32::NEG_INFINITY),
+    ];
+    for (row, value) in bad_rows {
+        x[row * 10 + 4] = value;
+    }
+    let target_dev = gpu.upload_target(&target)?;
+    let (noise, _) = random_noise(shape, 12);
+    let uniform = vec![0.0; shape.batch()]; // the most favourable draw: log u = ln 1e-10
+    let noise_dev = gpu.upload_noise(&noise, &uniform, shape)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    for mode in [Mode::InKernelRng, Mode::CallerNoise] {
+        chains.poison_outputs(POISON_X, POISON_FLAG)?;
+        match mode {
+            Mode::InKernelRng => {
+                gpu.step(&mut chains, &target_dev, &StepConfig::new(step_size, 5)?)?
+            }
+            Mode::CallerNoise => {
+                gpu.step_with_noise(&mut chains, &target_dev, step_size, &noise_dev)?
+            }
+        }
+        let (x_new, flags) = (chains.x()?, chains.accepted_flags()?);
+        for (row, _) in bad_rows {
+            if flags[row] != 0 {
+                return Err(
+                    format!("{mode:?}: non-finite row {row} has flag {:#x}", flags[row]).into(),
+                );
+            }
+            let same = (0..10).all(|d| {
+                let (a, b) = (x_new[row * 10 + d], x[row * 10 + d]);
+                a == b || (a.is_nan() && b.is_nan() && d == 4)
+            });
+            if !same {
+                return Err(format!("{mode:?}: non-finite row {row} changed").into());
+            }
+        }
+        // Put the original states back for the next mode.
+        chains = gpu.upload_chains(&x, shape)?;
+    }
+    Ok(())
+}
+
+/// Chains started in the target stay in it: 4096 chains of dim 16 drawn from the target, 500
+/// in-kernel steps. Per dimension, the time-averaged mean must be within 5 standard errors of
+/// mu (the standard error from the spread of the 4096 independent per-chain averages, which
+/// accounts for autocorrelation), and the pooled variance within 5 % of sigma^2 (its relative
+/// standard error is about sqrt(2 / ESS) < 1 % for an effective sample size above 20,000).
+/// The acceptance rate must be within 1 % of the CPU reference's on the same inputs.
+fn stationarity() -> Result<(), Failed> {
+    let gpu = open()?;
+    let (batch, dim, steps) = (4096usize, 16usize, 500usize);
+    let mut r = rng(2024);
+    let shape = Shape::new(batch, dim)?;
+    let mu: Vec<f32> = (0..dim).map(|d| d as f32 * 0.5 - 4.0).collect();
+    let sigma: Vec<f32> = (0..dim).map(|d| 0.5 + 0.25 * (d % 5) as f32).collect();
+    let x0: Vec<f32> = (0..shape.len())
+        .map(|i| mu[i % dim] + sigma[i % dim] * r.sample::<f32, _>(StandardNormal))
+        .collect();
+    let target = Target::new(mu.clone(), sigma.clone())?;
+    // Isotropic proposals on an anisotropic target: scale to the smallest sigma.
+    let config = StepConfig::new(0.5 * 2.38 / (dim as f32).sqrt(), 99)?;
+
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x0, shape)?;
+    let mut chain_sum = vec![0f64; shape.len()];
+    let mut sum_sq_dev = vec![0f64; dim];
+    let mut gpu_accepts = 0usize;
+    for _ in 0..steps {
+        gpu.step(&mut chains, &target_dev, &config)?;
+        let x = chains.x()?;
+        gpu_accepts += chains.accepted()?.iter().filter(|&&a| a).count();
+        for (i, &v) in x.iter().enumerate() {
+            chain_sum[i] += f64::from(v);
+            sum_sq_dev[i % dim] += (f64::from(v) - f64::from(mu[i % dim])).powi(2);
+        }
+    }
+    let n = (batch * steps) as f64;
+    for d in 0..dim {
+        let chain_means: Vec<f64> = (0..batch)
+            .map(|b| chain_sum[b * dim + d] / steps as f64)
+            .collect();
+        let grand = chain_means.iter().sum::<f64>() / batch as f64;
+        let spread =
+            chain_means.iter().map(|m| (m - grand).powi(2)).sum::<f64>() / (batch - 1) as f64;
+        let se = (spread / batch as f64).sqrt();
+        let m = f64::from(mu[d]);
+        if (grand - m).abs() > 5.0 * se {
+            return Err(format!("dim {d}: mean {grand}, mu {m}, standard error {se}").into());
+        }
+        let var = sum_sq_dev[d] / n;
+        let want = f64::from(sigma[d]).powi(2);
+        if (var / want - 1.0).abs() > 0.05 {
+            return Err(format!("dim {d}: variance {var}, sigma^2 {want}").into());
+        }
+    }
+
+    let mut x = x0;
+    let mut cpu_accepts = 0usize;
+    for step in 0..steps as u64 {
+        let out = cpu::par_step(&x, shape, &target, &config, step)?;
+        cpu_accepts += out.accepted.iter().filter(|&&a| a).count();
+        x = out.x_new;
+    }
+    let (rate_gpu, rate_cpu) = (gpu_accepts as f64 / n, cpu_accepts as f64 / n);
+    eprintln!("  acceptance rate: GPU {rate_gpu:.5}, CPU {rate_cpu:.5}");
+    if (rate_gpu / rate_cpu - 1.0).abs() > 0.01 {
+        return Err(
+            format!("acceptance rate GPU {rate_gpu}, CPU {rate_cpu}: more than 1 % apart").into(),
+        );
+    }
+    Ok(())
+}
+
+/// Device-side errors are errors, not panics: a device that does not exist, and inputs that
+/// do not fit together.
+fn device_errors_are_typed() -> Result<(), Failed> {
+    let gpu = open()?;
+    match Gpu::open(4096) {
+        Err(Error::NoDevice { ordinal: 4096, .. }) => {}
+        other => {
+            return Err(format!(
+                "Gpu::open(4096) gave {:?}",
+                other.map(|g| g.name().to_string())
+            )
+            .into());
+        }
+    }
+    let (shape, x, target, step_size) = random_problem(8, 5, 1);
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let other_target = gpu.upload_target(&Target::new(vec![0.0; 6], vec![1.0; 6])?)?;
+    let config = StepConfig::new(step_size, 1)?;
+    if !matches!(
+        gpu.step(&mut chains, &other_target, &config),
+        Err(Error::ShapeMismatch(_))
+    ) {
+        return Err("a target of another dim was accepted".into());
+    }
+    let (noise, uniform) = random_noise(Shape::new(4, 5)?, 2);
+    let noise_dev = gpu.upload_noise(&noise, &uniform, Shape::new(4, 5)?)?;
+    let target_dev = gpu.upload_target(&target)?;
+    if !matches!(
+        gpu.step_with_noise(&mut chains, &target_dev, step_size, &noise_dev),
+        Err(Error::ShapeMismatch(_))
+    ) {
+        return Err("noise of another shape was accepted".into());
+    }
+    if !matches!(
+        gpu.upload_chains(&x[1..], shape),
+        Err(Error::LengthMismatch { .. })
+    ) {
+        return Err("x of the wrong length was accepted".into());
+    }
+    match gpu.upload_chains(&vec![0.0; 1 << 20], Shape::new(1 << 20, 1)?) {
+        Ok(_) => Ok(()),
+        Err(e) => Err(format!("a 4 MiB allocation failed: {e}").into()),
+    }
+}
+
+/// Runs everywhere: with no driver or no device, opening the GPU is a typed error.
+fn missing_gpu_is_an_error_not_a_panic() -> Result<(), Failed> {
+    match Gpu::open(0) {
+        Ok(_) | Err(Error::NoDriver) | Err(Error::NoDevice { .. }) => Ok(()),
+        Err(e) => Err(format!("unexpected error opening device 0: {e}").into()),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let gpu_present = match Gpu::open(0) {
+        Ok(gpu) => {
+            eprintln!("GPU tests on {} (PTX {})", gpu.name(), gpu.ptx_target());
+            true
+        }
+        Err(e) => {
+            eprintln!("GPU tests ignored: {e}");
+            false
+        }
+    };
+    let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
+        Trial::test(name, f).with_ignored_flag(!gpu_present)
+    };
+    let mut trials = vec![Trial::test(
+        "missing_gpu_is_an_error_not_a_panic",
+        missing_gpu_is_an_error_not_a_panic,
+    )];
+    trials.push(gpu_test(
+        "philox_known_answers".into(),
+        Box::new(philox_known_answers),
+    ));
+    for (batch, dim) in SHAPES {
+        for mode in [Mode::InKernelRng, Mode::CallerNoise] {
+            let name = format!("gpu_matches_cpu::{mode:?}::{batch}x{dim}");
+            trials.push(gpu_test(
+                name,
+                Box::new(move || gpu_matches_cpu(batch, dim, mode)),
+            ));
+        }
+    }
+    trials.push(gpu_test(
+        "grid_stride_covers_every_row".into(),
+        Box::new(grid_stride_covers_every_row),
+    ));
+    trials.push(gpu_test(
+        "non_finite_rows_stay_put".into(),
+        Box::new(non_finite_rows_stay_put),
+    ));
+    trials.push(gpu_test("stationarity".into(), Box::new(stationarity)));
+    trials.push(gpu_test(
+        "device_errors_are_typed".into(),
+        Box::new(device_errors_are_typed),
+    ));
+    libtest_mimic::run(&args, trials).exit_code()
+}
