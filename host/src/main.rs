@@ -33,7 +33,7 @@ struct Args {
 }
 
 /// Acceptance decisions may differ between GPU and CPU only where |log u - log alpha| is below
-/// this (the GPU's ln/sin/cos are SFU approximations; see the kernel crate's `math` module).
+/// this (the GPU's sin/cos are SFU approximations; see the kernel crate's `math` module).
 const DECISION_MARGIN: f32 = 1e-4;
 
 struct Inputs {
@@ -72,7 +72,13 @@ fn inputs(args: &Args) -> Result<Inputs> {
 
 /// Compares a GPU step with the CPU's; returns the number of decisions that differ (all within
 /// the margin) or an error naming the first real disagreement.
-fn check(x_gpu: &[f32], accepted_gpu: &[bool], cpu: &cpu::StepOutput, dim: usize) -> Result<usize> {
+fn check(
+    x_gpu: &[f32],
+    accepted_gpu: &[bool],
+    cpu: &cpu::StepOutput,
+    dim: usize,
+    step_size: f32,
+) -> Result<usize> {
     let mut flipped = 0;
     for (row, (&g, &c)) in accepted_gpu.iter().zip(&cpu.accepted).enumerate() {
         if g != c {
@@ -86,11 +92,10 @@ fn check(x_gpu: &[f32], accepted_gpu: &[bool], cpu: &cpu::StepOutput, dim: usize
         }
         for d in row * dim..(row + 1) * dim {
             let (a, b) = (x_gpu[d], cpu.x_new[d]);
-            // 1e-5 relative, with an absolute floor for values that cancel to near 0.
-            anyhow::ensure!(
-                (a - b).abs() <= 1e-5 * b.abs().max(1.0),
-                "x_new[{d}]: GPU {a}, CPU {b}"
-            );
+            // 1e-5 relative, with an absolute floor of 5e-6 * step size for values that cancel
+            // to near 0 (the GPU's normals are within ~4e-6 of the CPU's).
+            let tol = (1e-5 * b.abs()).max(5e-6 * step_size);
+            anyhow::ensure!((a - b).abs() <= tol, "x_new[{d}]: GPU {a}, CPU {b}");
         }
     }
     Ok(flipped)
@@ -143,8 +148,14 @@ fn main() -> Result<()> {
     let target_dev = gpu.upload_target(&inp.target)?;
     let mut chains = gpu.upload_chains(&inp.x, shape)?;
     gpu.step(&mut chains, &target_dev, &inp.config)?;
-    let flipped = check(&chains.x()?, &chains.accepted()?, &cpu_rng, shape.dim())
-        .context("in-kernel RNG mode")?;
+    let flipped = check(
+        &chains.x()?,
+        &chains.accepted()?,
+        &cpu_rng,
+        shape.dim(),
+        step_size,
+    )
+    .context("in-kernel RNG mode")?;
     println!(
         "in-kernel RNG: acceptance {:.4}, matches the CPU reference ({flipped} boundary decisions differ)",
         rate(&chains.accepted()?)
@@ -153,8 +164,14 @@ fn main() -> Result<()> {
     let mut chains = gpu.upload_chains(&inp.x, shape)?;
     let noise_dev = gpu.upload_noise(&inp.noise, &inp.uniform, shape)?;
     gpu.step_with_noise(&mut chains, &target_dev, step_size, &noise_dev)?;
-    let flipped = check(&chains.x()?, &chains.accepted()?, &cpu_noise, shape.dim())
-        .context("caller-noise mode")?;
+    let flipped = check(
+        &chains.x()?,
+        &chains.accepted()?,
+        &cpu_noise,
+        shape.dim(),
+        step_size,
+    )
+    .context("caller-noise mode")?;
     println!(
         "caller noise:  acceptance {:.4}, matches the CPU reference ({flipped} boundary decisions differ)",
         rate(&chains.accepted()?)

@@ -24,18 +24,6 @@ use crate::rng;
 pub mod math {
     use core::arch::asm;
 
-    /// `ln x = log2 x * ln 2`, with the SFU's `lg2.approx.f32`.
-    #[inline(always)]
-    pub fn ln(x: f32) -> f32 {
-        let log2: f32;
-        // SAFETY: a pure arithmetic instruction on registers; no memory, no side effects.
-        unsafe {
-            asm!("lg2.approx.f32 {y}, {x};", y = out(reg32) log2, x = in(reg32) x,
-                 options(pure, nomem, nostack));
-        }
-        log2 * core::f32::consts::LN_2
-    }
-
     /// Sine with the SFU's `sin.approx.f32` (most accurate on [-pi, pi]).
     #[inline(always)]
     pub fn sin(x: f32) -> f32 {

@@ -1,34 +1,35 @@
 //! The four non-trivial functions the step needs: `ln`, `sin`/`cos` and `sqrt`.
 //!
-//! `core` has none of them (they live in `std`, which does not exist on the GPU), so each
-//! target gets its own implementation behind one set of names:
+//! `core` has none of them (they live in `std`, which does not exist on the GPU), so they come
+//! from two places:
 //!
-//! - **GPU** (`target_arch = "nvptx64"`): PTX instructions through inline assembly
-//!   (see [`crate::gpu`]). `lg2.approx.f32`, `sin.approx.f32` and `cos.approx.f32` run on the
-//!   special function units: one instruction each, at 16 per clock per SM on Hopper, beside the
-//!   128 FP32 lanes. `sqrt.rn.f32` is IEEE-rounded, so it is bit-identical to the CPU's.
-//! - **CPU**: the `libm` crate (a port of musl's correctly-rounded-or-nearly functions).
+//! - `ln` and `sqrt` are correctly rounded (or nearly) on both targets, and give the same bits
+//!   on both: `ln` is the `libm` crate's `logf` (a port of musl's, plain f32 arithmetic that
+//!   rustc compiles for nvptx64 like any other Rust), `sqrt` is `sqrt.rn.f32` on the GPU and
+//!   `libm::sqrtf` on the CPU, both IEEE-rounded.
+//! - `sin` and `cos` are the GPU's special function unit instructions `sin.approx.f32` and
+//!   `cos.approx.f32` (inline PTX, see [`crate::gpu`]), and `libm`'s `sinf`/`cosf` on the CPU.
 //!
-//! Why not `libm` on the GPU too? It does compile for nvptx64, and it would make the GPU and CPU
-//! agree to the last bit, but `logf` + `sinf` + `cosf` cost on the order of a hundred FP32
-//! instructions per pair of normals, against about ten with the SFU. A memory-bound step at
-//! 4.8 TB/s leaves roughly 60 instructions per element (H200: 132 SMs x 128 lanes x 1.98 GHz /
-//! ~540 G elements/s), and Philox already takes about 20 of them. The price is accuracy: the
-//! PTX ISA gives `lg2.approx` a maximum relative error of 2^-22 and `sin/cos.approx` a maximum
-//! absolute error of about 2^-20.9 on [-pi, pi] (the range the normal transform uses). A normal
-//! drawn on the GPU therefore differs from the CPU's by about 1e-6, well inside the tolerances
-//! the end-to-end tests state (x_new within 1e-5 relative; acceptance decisions may differ only
-//! where |log u - log alpha| < 1e-4).
+//! Why this split. A memory-bound step on an H200 leaves roughly 60 instructions per element
+//! (132 SMs x 128 FP32 lanes x 1.98 GHz / ~540 G elements/s at 4.3 TB/s), and Philox already
+//! takes about 20 of them. `sin/cos.approx` are one SFU instruction each (16 per clock per SM,
+//! beside the FP32 lanes), against several dozen for `sinf` + `cosf` with their range
+//! reduction. Their error, at most about 2^-20.5 absolute on [-pi, pi] (the range the normal
+//! transform uses), multiplies the Box–Muller radius (at most 5.77), so a GPU normal differs
+//! from the CPU's by at most about 4e-6: inside the tolerances the end-to-end tests state.
+//! `lg2.approx.f32` was tried for `ln` and rejected: its error is *absolute* (about 2^-22) near
+//! 1, where the Box–Muller radius `sqrt(-2 ln u)` is small, so a few normals per million came
+//! out 4e-5 off (seen on the H200: the grid-stride test of 3 million normals failed). `logf` runs
+//! once per pair of normals, so its cost is halved per element.
 
-#[cfg(target_arch = "nvptx64")]
-pub use crate::gpu::math::{cos, ln, sin, sqrt};
-
-/// Natural logarithm.
-#[cfg(not(target_arch = "nvptx64"))]
-#[inline]
+/// Natural logarithm (`libm::logf`, the same bits on GPU and CPU).
+#[inline(always)]
 pub fn ln(x: f32) -> f32 {
     libm::logf(x)
 }
+
+#[cfg(target_arch = "nvptx64")]
+pub use crate::gpu::math::{cos, sin, sqrt};
 
 /// Sine of an angle in radians.
 #[cfg(not(target_arch = "nvptx64"))]
