@@ -69,7 +69,15 @@ impl Gpu {
             return Err(Error::NoDevice { ordinal, count });
         }
         let ctx = CudaContext::new(ordinal)?;
-        let stream = ctx.default_stream();
+        // A stream of our own rather than the legacy default stream: it does not synchronize
+        // with other work in the process, and it can be captured into a CUDA graph.
+        let stream = ctx.new_stream()?;
+        // SAFETY: every buffer a `Gpu` allocates is used only on this one stream (uploads,
+        // launches, read-backs and frees all go through `self.stream`), so stream order alone
+        // orders every access, which is what cudarc's per-buffer events would otherwise
+        // enforce. Without them a launch is one driver call instead of several, and work can
+        // be captured into a CUDA graph.
+        unsafe { ctx.disable_event_tracking() };
         let module = ctx.load_module(Ptx::from_src(FUSED_MH_PTX))?;
         let sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
@@ -84,6 +92,14 @@ impl Gpu {
             ctx,
             stream,
         })
+    }
+
+    /// The CUDA version the installed driver supports, as (major, minor), e.g. (13, 0).
+    pub fn driver_version(&self) -> Result<(i32, i32)> {
+        let mut version = 0;
+        // SAFETY: writes one int through a valid pointer; the driver was loaded in `open`.
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) }.result()?;
+        Ok((version / 1000, version % 1000 / 10))
     }
 
     /// The device's name, e.g. "NVIDIA H200".

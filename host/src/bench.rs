@@ -1,0 +1,536 @@
+//! The benchmark: every configuration of the suite in both modes, timed with device events,
+//! compared with the device-to-device copy bandwidth measured in the same run, checked against
+//! the CPU reference, and set against the speed targets.
+
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Args, ValueEnum};
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaEvent, CudaSlice};
+use fused_mh::{DeviceChains, DeviceTarget, Error, Gpu, Shape, cpu};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::inputs::{self, Inputs};
+
+/// The default suite: a launch-bound batch, memory-bound batches with short and long rows.
+const DEFAULT_SIZES: [(usize, usize); 5] = [
+    (4096, 64),
+    (65536, 64),
+    (1048576, 64),
+    (65536, 1024),
+    (16384, 4096),
+];
+const QUICK_SIZES: [(usize, usize); 2] = [(4096, 64), (65536, 64)];
+
+/// Speed targets on the H200, as fractions of the measured copy bandwidth.
+const BANDWIDTH_TARGETS: [(Mode, usize, usize, f64); 4] = [
+    (Mode::Rng, 1048576, 64, 0.90),
+    (Mode::Rng, 65536, 1024, 0.90),
+    (Mode::Noise, 1048576, 64, 0.85),
+    (Mode::Noise, 65536, 1024, 0.85),
+];
+/// Back-to-back steps of (4096, 64): at most this many microseconds per step.
+const BACK_TO_BACK_TARGET_US: f64 = 3.0;
+const BACK_TO_BACK_SHAPE: (usize, usize) = (4096, 64);
+
+/// The CPU reference runs on at most this many elements per configuration; beyond, it runs on
+/// the first rows and its time is scaled to the whole batch (marked "sampled").
+const CPU_SAMPLE_ELEMENTS: usize = 1 << 22;
+/// Copy-bandwidth buffer: 1 GiB, far beyond the 50 MB L2.
+const COPY_BYTES: usize = 1 << 30;
+
+/// Which entry point to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Random numbers drawn in the kernel (Philox).
+    Rng,
+    /// The caller's noise and uniforms, read from memory.
+    Noise,
+}
+
+/// Modes to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Modes {
+    Rng,
+    Noise,
+    Both,
+}
+
+/// Benchmark options.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Configurations as BATCHxDIM, comma-separated (default: the full suite).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    sizes: Vec<(usize, usize)>,
+    /// Which modes to run.
+    #[arg(long, value_enum, default_value_t = Modes::Both)]
+    mode: Modes,
+    /// Timed repetitions per configuration (median reported; at least 50 for the record).
+    #[arg(long, default_value_t = 100)]
+    reps: usize,
+    /// Untimed launches before timing.
+    #[arg(long, default_value_t = 10)]
+    warmup: usize,
+    /// Steps launched back to back for the launch-bound measurement.
+    #[arg(long, default_value_t = 1000)]
+    back_to_back: usize,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Seed of the inputs and of the in-kernel random numbers.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// A quick run: two small configurations, 20 repetitions, 200 back-to-back steps.
+    #[arg(long)]
+    quick: bool,
+    /// Also write every figure as JSON to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+fn parse_size(s: &str) -> Result<(usize, usize), String> {
+    let (b, d) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("{s:?} is not BATCHxDIM"))?;
+    let parse = |v: &str| v.trim().parse::<usize>().map_err(|e| format!("{s:?}: {e}"));
+    Ok((parse(b)?, parse(d)?))
+}
+
+/// Minimum, median and maximum of a sample of times, in microseconds.
+#[derive(Clone, Copy, Debug, Serialize)]
+struct Times {
+    min_us: f64,
+    median_us: f64,
+    max_us: f64,
+}
+
+impl Times {
+    fn of(mut us: Vec<f64>) -> Self {
+        us.sort_by(f64::total_cmp);
+        Self {
+            min_us: us[0],
+            median_us: us[us.len() / 2],
+            max_us: us[us.len() - 1],
+        }
+    }
+}
+
+/// One configuration's figures.
+#[derive(Debug, Serialize)]
+struct Row {
+    mode: Mode,
+    batch: usize,
+    dim: usize,
+    gpu: Option<Times>,
+    bytes: usize,
+    gbps: Option<f64>,
+    copy_fraction: Option<f64>,
+    updates_per_s: Option<f64>,
+    cpu_ms: f64,
+    cpu_sampled_rows: Option<usize>,
+    speedup: Option<f64>,
+    check: String,
+    target_fraction: Option<f64>,
+    target_met: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+struct LaunchBound {
+    batch: usize,
+    dim: usize,
+    steps: usize,
+    stream_us_per_step: f64,
+    graph_us_per_step: Option<f64>,
+    target_us: f64,
+    target_met: bool,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    gpu: Option<String>,
+    driver: Option<String>,
+    ptx_target: &'static str,
+    git_rev: &'static str,
+    cpu_threads: usize,
+    reps: usize,
+    copy_gbps: Option<f64>,
+    rows: Vec<Row>,
+    launch_bound: Option<LaunchBound>,
+}
+
+/// Bytes a step must move at the least: x read, x_new written, a flag written per row, plus
+/// the caller's noise and uniforms read in caller-noise mode (mu and 1/sigma^2 are negligible).
+fn bytes_moved(mode: Mode, shape: Shape) -> usize {
+    let f = size_of::<f32>();
+    let base = 2 * shape.len() * f + shape.batch();
+    match mode {
+        Mode::Rng => base,
+        Mode::Noise => base + shape.len() * f + shape.batch() * f,
+    }
+}
+
+pub fn run(args: BenchArgs) -> Result<()> {
+    let mut args = args;
+    if args.quick {
+        args.reps = args.reps.min(20);
+        args.back_to_back = args.back_to_back.min(200);
+        if args.sizes.is_empty() {
+            args.sizes = QUICK_SIZES.to_vec();
+        }
+    }
+    if args.sizes.is_empty() {
+        args.sizes = DEFAULT_SIZES.to_vec();
+    }
+    anyhow::ensure!(args.reps >= 1, "--reps must be at least 1");
+    let modes: &[Mode] = match args.mode {
+        Modes::Rng => &[Mode::Rng],
+        Modes::Noise => &[Mode::Noise],
+        Modes::Both => &[Mode::Rng, Mode::Noise],
+    };
+
+    let gpu = match Gpu::open(args.device) {
+        Ok(gpu) => Some(gpu),
+        Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
+            println!("no GPU ({e}): the CPU reference alone");
+            None
+        }
+        Err(e) => return Err(e).context("opening the GPU"),
+    };
+    let mut report = Report {
+        gpu: gpu.as_ref().map(|g| g.name().to_string()),
+        driver: gpu
+            .as_ref()
+            .and_then(|g| g.driver_version().ok())
+            .map(|(a, b)| format!("CUDA {a}.{b}")),
+        ptx_target: fused_mh::PTX_TARGET,
+        git_rev: env!("FUSED_MH_GIT_REV"),
+        cpu_threads: rayon::current_num_threads(),
+        reps: args.reps,
+        copy_gbps: None,
+        rows: Vec::new(),
+        launch_bound: None,
+    };
+    if let Some(gpu) = &gpu {
+        println!(
+            "{} ({}), PTX {}, git {}",
+            gpu.name(),
+            report.driver.as_deref().unwrap_or("driver ?"),
+            fused_mh::PTX_TARGET,
+            report.git_rev
+        );
+    }
+
+    let progress = ProgressBar::new((args.sizes.len() * modes.len() + 2) as u64);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
+    );
+
+    if let Some(gpu) = &gpu {
+        progress.set_message("copy bandwidth");
+        report.copy_gbps = Some(copy_bandwidth(gpu, args.reps.min(50))?);
+    }
+    progress.inc(1);
+
+    for &(batch, dim) in &args.sizes {
+        let with_noise = modes.contains(&Mode::Noise);
+        progress.set_message(format!("inputs {batch}x{dim}"));
+        let inputs = inputs::generate(batch, dim, args.seed, with_noise)?;
+        for &mode in modes {
+            progress.set_message(format!("{mode:?} {batch}x{dim}"));
+            let row = measure(gpu.as_ref(), &inputs, mode, &args, report.copy_gbps)
+                .with_context(|| format!("{mode:?} mode, batch {batch} x dim {dim}"))?;
+            report.rows.push(row);
+            progress.inc(1);
+        }
+    }
+
+    if let Some(gpu) = &gpu {
+        progress.set_message("back to back");
+        report.launch_bound = Some(launch_bound(gpu, &args)?);
+    }
+    progress.finish_and_clear();
+
+    print_table(&report);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// A timing event (CUDA events are created without timing unless asked).
+fn timing_event(gpu: &Gpu) -> Result<CudaEvent> {
+    Ok(gpu
+        .context()
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
+}
+
+/// Times `work` with a pair of device events around each repetition, after `warmup` untimed
+/// runs; one synchronization at the end, none inside the loop.
+fn time_each(
+    gpu: &Gpu,
+    warmup: usize,
+    reps: usize,
+    mut work: impl FnMut() -> Result<()>,
+) -> Result<Times> {
+    for _ in 0..warmup {
+        work()?;
+    }
+    let events: Vec<(CudaEvent, CudaEvent)> = (0..reps)
+        .map(|_| Ok((timing_event(gpu)?, timing_event(gpu)?)))
+        .collect::<Result<_>>()?;
+    for (start, end) in &events {
+        start.record(gpu.stream())?;
+        work()?;
+        end.record(gpu.stream())?;
+    }
+    gpu.synchronize()?;
+    let us = events
+        .iter()
+        .map(|(s, e)| Ok(f64::from(s.elapsed_ms(e)?) * 1e3))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Times::of(us))
+}
+
+/// Device-to-device copy bandwidth, bytes read plus bytes written, in GB/s (median).
+fn copy_bandwidth(gpu: &Gpu, reps: usize) -> Result<f64> {
+    let n = COPY_BYTES / size_of::<f32>();
+    let src: CudaSlice<f32> = gpu.stream().alloc_zeros(n)?;
+    let mut dst: CudaSlice<f32> = gpu.stream().alloc_zeros(n)?;
+    let times = time_each(gpu, 3, reps, || {
+        Ok(gpu.stream().memcpy_dtod(&src, &mut dst)?)
+    })?;
+    Ok(2.0 * COPY_BYTES as f64 / (times.median_us * 1e-6) / 1e9)
+}
+
+/// The CPU reference on the first rows (all of them when small enough): its output and its
+/// time scaled to the whole batch.
+fn cpu_reference(
+    inputs: &Inputs,
+    mode: Mode,
+    step: u64,
+) -> Result<(cpu::StepOutput, f64, Option<usize>)> {
+    let Inputs {
+        shape,
+        x,
+        target,
+        config,
+        noise,
+        uniform,
+    } = inputs;
+    let rows = (CPU_SAMPLE_ELEMENTS / shape.dim()).clamp(1, shape.batch());
+    let sample = Shape::new(rows, shape.dim())?;
+    let n = sample.len();
+    let run = || match mode {
+        Mode::Rng => cpu::par_step(&x[..n], sample, target, config, step),
+        Mode::Noise => cpu::par_step_with_noise(
+            &x[..n],
+            sample,
+            target,
+            config.step_size(),
+            &noise[..n],
+            &uniform[..rows],
+        ),
+    };
+    run()?; // warm-up: thread pool, page faults
+    let mut ms = Vec::new();
+    let mut out = None;
+    for _ in 0..3 {
+        let t = Instant::now();
+        out = Some(run()?);
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    let scaled = ms[1] * shape.batch() as f64 / rows as f64;
+    let sampled = (rows < shape.batch()).then_some(rows);
+    Ok((out.expect("ran three times"), scaled, sampled))
+}
+
+/// Uploads a configuration, checks one step against the CPU reference, then times steps.
+fn measure(
+    gpu: Option<&Gpu>,
+    inputs: &Inputs,
+    mode: Mode,
+    args: &BenchArgs,
+    copy_gbps: Option<f64>,
+) -> Result<Row> {
+    let shape = inputs.shape;
+    let step = 0;
+    let (reference, cpu_ms, cpu_sampled_rows) = cpu_reference(inputs, mode, step)?;
+    let target = BANDWIDTH_TARGETS
+        .iter()
+        .find(|t| t.0 == mode && t.1 == shape.batch() && t.2 == shape.dim())
+        .map(|t| t.3);
+    let mut row = Row {
+        mode,
+        batch: shape.batch(),
+        dim: shape.dim(),
+        gpu: None,
+        bytes: bytes_moved(mode, shape),
+        gbps: None,
+        copy_fraction: None,
+        updates_per_s: None,
+        cpu_ms,
+        cpu_sampled_rows,
+        speedup: None,
+        check: "cpu only".into(),
+        target_fraction: target,
+        target_met: None,
+    };
+    let Some(gpu) = gpu else { return Ok(row) };
+
+    let target_dev = gpu.upload_target(&inputs.target)?;
+    let mut chains = gpu.upload_chains(&inputs.x, shape)?;
+    let noise_dev = match mode {
+        Mode::Rng => None,
+        Mode::Noise => Some(gpu.upload_noise(&inputs.noise, &inputs.uniform, shape)?),
+    };
+    let step_size = inputs.config.step_size();
+    let one_step = |chains: &mut DeviceChains| -> Result<()> {
+        match &noise_dev {
+            None => gpu.step(chains, &target_dev, &inputs.config)?,
+            Some(noise) => gpu.step_with_noise(chains, &target_dev, step_size, noise)?,
+        }
+        Ok(())
+    };
+
+    // Correctness first: poisoned outputs, one step from the inputs, the first rows compared.
+    chains.set_step_counter(step);
+    chains.poison_outputs(f32::NAN, 0xAA)?;
+    one_step(&mut chains)?;
+    let rows = reference.accepted.len();
+    let (x_gpu, flags) = (chains.x()?, chains.accepted_flags()?);
+    row.check = match reference.compare(&x_gpu[..rows * shape.dim()], &flags[..rows], step_size) {
+        Ok(a) => format!("ok ({} flips)", a.boundary_flips),
+        Err(e) => format!("FAILED: {e}"),
+    };
+
+    let times = time_each(gpu, args.warmup, args.reps, || one_step(&mut chains))?;
+    let seconds = times.median_us * 1e-6;
+    let gbps = row.bytes as f64 / seconds / 1e9;
+    row.gpu = Some(times);
+    row.gbps = Some(gbps);
+    row.copy_fraction = copy_gbps.map(|c| gbps / c);
+    row.updates_per_s = Some(shape.len() as f64 / seconds);
+    row.speedup = Some(cpu_ms / (times.median_us * 1e-3));
+    row.target_met = target.zip(row.copy_fraction).map(|(t, f)| f >= t);
+    Ok(row)
+}
+
+/// (4096, 64): many steps launched back to back on one stream, then the same steps captured in
+/// a CUDA graph and replayed.
+fn launch_bound(gpu: &Gpu, args: &BenchArgs) -> Result<LaunchBound> {
+    let (batch, dim) = BACK_TO_BACK_SHAPE;
+    let steps = args.back_to_back.max(1);
+    let inputs = inputs::generate(batch, dim, args.seed, false)?;
+    let target_dev: DeviceTarget = gpu.upload_target(&inputs.target)?;
+    let mut chains = gpu.upload_chains(&inputs.x, inputs.shape)?;
+    let run = |chains: &mut DeviceChains| -> Result<()> {
+        for _ in 0..steps {
+            gpu.step(chains, &target_dev, &inputs.config)?;
+        }
+        Ok(())
+    };
+    let stream_times = time_each(gpu, 1, 5, || run(&mut chains))?;
+    let stream_us_per_step = stream_times.median_us / steps as f64;
+
+    // The same launches, captured once into a graph; each replay runs all of them.
+    gpu.stream()
+        .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let captured = run(&mut chains);
+    let graph = gpu.stream().end_capture(CUgraphInstantiate_flags(0))?;
+    captured?;
+    let graph_us_per_step = match graph {
+        Some(graph) => {
+            let times = time_each(gpu, 1, 5, || Ok(graph.launch()?))?;
+            Some(times.median_us / steps as f64)
+        }
+        None => None,
+    };
+    let best = graph_us_per_step.map_or(stream_us_per_step, |g| g.min(stream_us_per_step));
+    Ok(LaunchBound {
+        batch,
+        dim,
+        steps,
+        stream_us_per_step,
+        graph_us_per_step,
+        target_us: BACK_TO_BACK_TARGET_US,
+        target_met: best <= BACK_TO_BACK_TARGET_US,
+    })
+}
+
+fn print_table(report: &Report) {
+    if let Some(c) = report.copy_gbps {
+        println!("device-to-device copy: {c:.0} GB/s (read + write), the roofline below");
+    }
+    println!(
+        "{:<6} {:>8} {:>5} {:>26} {:>9} {:>7} {:>6} {:>10} {:>12} {:>8} {:<14} target",
+        "mode",
+        "batch",
+        "dim",
+        "GPU us min/med/max",
+        "MB",
+        "GB/s",
+        "%copy",
+        "Gupd/s",
+        "CPU ms",
+        "speedup",
+        "check",
+    );
+    for r in &report.rows {
+        let gpu = r.gpu.map_or("-".into(), |t| {
+            format!("{:.2}/{:.2}/{:.2}", t.min_us, t.median_us, t.max_us)
+        });
+        let opt = |v: Option<f64>, scale: f64, prec: usize| {
+            v.map_or("-".into(), |v| format!("{:.*}", prec, v * scale))
+        };
+        let cpu = match r.cpu_sampled_rows {
+            Some(rows) => format!("{:.1}*", r.cpu_ms).to_string() + &format!("({rows})"),
+            None => format!("{:.2}", r.cpu_ms),
+        };
+        let target = match (r.target_fraction, r.target_met) {
+            (Some(t), Some(true)) => format!(">={:.0}% met", t * 100.0),
+            (Some(t), Some(false)) => format!(">={:.0}% MISSED", t * 100.0),
+            (Some(t), None) => format!(">={:.0}%", t * 100.0),
+            _ => String::new(),
+        };
+        println!(
+            "{:<6} {:>8} {:>5} {:>26} {:>9.1} {:>7} {:>6} {:>10} {:>12} {:>8} {:<14} {}",
+            format!("{:?}", r.mode).to_lowercase(),
+            r.batch,
+            r.dim,
+            gpu,
+            r.bytes as f64 / 1e6,
+            opt(r.gbps, 1.0, 0),
+            opt(r.copy_fraction, 100.0, 1),
+            opt(r.updates_per_s, 1e-9, 1),
+            cpu,
+            opt(r.speedup, 1.0, 0),
+            r.check,
+            target
+        );
+    }
+    if report.rows.iter().any(|r| r.cpu_sampled_rows.is_some()) {
+        println!(
+            "* CPU reference ({} threads) run on the first (N) rows and scaled to the batch",
+            report.cpu_threads
+        );
+    }
+    if let Some(lb) = &report.launch_bound {
+        println!(
+            "back to back, {}x{}, {} steps: {:.2} us/step on a stream, {} us/step as a CUDA graph (target <= {} us: {})",
+            lb.batch,
+            lb.dim,
+            lb.steps,
+            lb.stream_us_per_step,
+            lb.graph_us_per_step
+                .map_or("-".into(), |g| format!("{g:.2}")),
+            lb.target_us,
+            if lb.target_met { "met" } else { "MISSED" }
+        );
+    }
+}
