@@ -62,7 +62,9 @@ fn main() {
     cargo
         .args(["--crate-type", "cdylib", "--target-dir"])
         .arg(&target_dir);
-    cargo.args(["--", "-C", &format!("target-cpu={arch}")]);
+    // Through the flags variable, not `cargo rustc -- ...`: the target CPU must be the same for
+    // every crate of the kernel, `core` and `libm` included, or rustc refuses to link them.
+    cargo.env("CARGO_ENCODED_RUSTFLAGS", format!("-Ctarget-cpu={arch}"));
     let status = cargo
         .status()
         .unwrap_or_else(|e| fail(&format!("could not run cargo: {e}")));
