@@ -64,7 +64,13 @@ fn main() {
         .arg(&target_dir);
     // Through the flags variable, not `cargo rustc -- ...`: the target CPU must be the same for
     // every crate of the kernel, `core` and `libm` included, or rustc refuses to link them.
-    cargo.env("CARGO_ENCODED_RUSTFLAGS", format!("-Ctarget-cpu={arch}"));
+    // `-unroll-threshold`: the kernels keep a row's quads in small arrays indexed by the
+    // counter of a constant-trip-count loop; only a fully unrolled loop lets LLVM put them in
+    // registers. Its default size limit (the loop body holds Philox and Box-Muller, a few
+    // hundred instructions) refuses the unroll and sends the arrays to local memory, which
+    // `tests::ptx_uses_no_local_memory` in src/lib.rs catches.
+    let flags = [format!("-Ctarget-cpu={arch}"), "-Cllvm-args=-unroll-threshold=4000".to_string()];
+    cargo.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
     let status = cargo
         .status()
         .unwrap_or_else(|e| fail(&format!("could not run cargo: {e}")));

@@ -2,8 +2,8 @@
 //!
 //! It is built from the kernel crate's own functions ([`fused_mh_kernel::mh`],
 //! [`fused_mh_kernel::rng`]) and follows the GPU's order of floating-point operations: each row
-//! is cut into quads, quad `q` is added to "lane" `q % 32`'s partial sum, and the 32 partials
-//! are combined in the warp's butterfly order. The only differences from the GPU are `ln`, `sin`
+//! is cut into quads, quad `q` is added to "lane" `q % G`'s partial sum (`G` =
+//! [`mh::group_width`]), and the `G` partials are combined in the group's butterfly order. The only differences from the GPU are `ln`, `sin`
 //! and `cos`, which the GPU computes with its special function units (see
 //! [`fused_mh_kernel::math`]), so results agree to about 1e-6 rather than bit for bit.
 //!
@@ -293,12 +293,13 @@ fn row_step(
         Draws::Caller { noise, .. } => quad_of(&noise[row * dim..(row + 1) * dim], q),
     };
 
+    let g = mh::group_width(dim);
     let mut partials = [0.0f32; WARP_SIZE];
     for q in 0..mh::quads_per_row(dim) {
         let xq = quad_of(x, q);
         let p = mh::propose(xq, eps(q), step_size);
         let valid = mh::valid_in_quad(dim, q);
-        partials[q % WARP_SIZE] += mh::quad_term_sum(
+        partials[q % g] += mh::quad_term_sum(
             xq,
             p,
             quad_of(target.mu(), q),
@@ -306,7 +307,7 @@ fn row_step(
             valid,
         );
     }
-    let log_alpha = mh::log_alpha(mh::warp_sum_emulated(partials));
+    let log_alpha = mh::log_alpha(mh::group_sum_emulated(&partials[..g]));
     let u = match draws {
         Draws::Philox { key, step } => rng::row_uniform(key, row as u32, step),
         Draws::Caller { uniform, .. } => uniform[row],

@@ -18,9 +18,9 @@ use cudarc::driver::{
     LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
-use fused_mh_kernel::mh::WARP_SIZE;
+use fused_mh_kernel::mh::{self, WARP_SIZE};
 use fused_mh_kernel::philox::{Ctr, Key};
-use fused_mh_kernel::{MH_STEP, MH_STEP_WITH_NOISE, PHILOX4X32_10_MANY};
+use fused_mh_kernel::{PHILOX4X32_10_MANY, Variant};
 
 use crate::error::{Error, Result};
 use crate::problem::{
@@ -28,24 +28,38 @@ use crate::problem::{
 };
 use crate::{FUSED_MH_PTX, PTX_TARGET};
 
-/// Threads per block for the step kernels: 8 warps, so 8 rows per block per pass of the
-/// grid-stride loop. A multiple of 32, as the kernels require.
+/// Threads per block for the step kernels: 8 warps. A multiple of 32, as the kernels require.
 pub const THREADS_PER_BLOCK: u32 = 256;
 /// Blocks launched per SM at most; more rows than that are covered by the kernels' grid-stride
 /// loop. 32 blocks of 256 threads is 4x what one SM can hold at once (2048 threads), enough to
 /// keep every SM fed through the launch's tail.
 const MAX_BLOCKS_PER_SM: u32 = 32;
+/// Warps per SM a small batch should still give, when the tile size can be cut to reach it
+/// (see [`Gpu::layout`]).
+const MIN_WARPS_PER_SM: usize = 32;
+
+/// The two entry points of one [`Variant`].
+struct StepKernels {
+    rng: CudaFunction,
+    caller_noise: CudaFunction,
+}
+
+/// Where a launch's random numbers come from.
+enum Draws<'a> {
+    Philox { seed: u64, step: u64 },
+    Caller(&'a DeviceNoise),
+}
 
 /// An open GPU: a context, a stream, and the loaded kernels.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     _module: Arc<CudaModule>,
-    mh_step: CudaFunction,
-    mh_step_with_noise: CudaFunction,
+    /// Indexed like [`Variant::ALL`].
+    kernels: Vec<StepKernels>,
     philox_many: CudaFunction,
     name: String,
-    max_blocks: u32,
+    sms: usize,
 }
 
 impl Gpu {
@@ -82,13 +96,21 @@ impl Gpu {
         let sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         )?;
+        let kernels = Variant::ALL
+            .iter()
+            .map(|v| {
+                Ok(StepKernels {
+                    rng: module.load_function(v.entry_point(false))?,
+                    caller_noise: module.load_function(v.entry_point(true))?,
+                })
+            })
+            .collect::<Result<_>>()?;
         Ok(Self {
-            mh_step: module.load_function(MH_STEP)?,
-            mh_step_with_noise: module.load_function(MH_STEP_WITH_NOISE)?,
+            kernels,
             philox_many: module.load_function(PHILOX4X32_10_MANY)?,
             _module: module,
             name: ctx.name()?,
-            max_blocks: (sms.max(1) as u32) * MAX_BLOCKS_PER_SM,
+            sms: sms.max(1) as usize,
             ctx,
             stream,
         })
@@ -185,14 +207,28 @@ impl Gpu {
         })
     }
 
-    /// One grid for a batch: one warp per row, capped (the kernels loop over the rest).
-    fn launch_config(&self, batch: usize) -> LaunchConfig {
-        let rows_per_block = (THREADS_PER_BLOCK as usize / WARP_SIZE) as u64;
-        grid_1d(
-            (batch as u64)
-                .div_ceil(rows_per_block)
-                .min(u64::from(self.max_blocks)) as u32,
-        )
+    fn max_blocks(&self) -> u64 {
+        (self.sms as u64) * u64::from(MAX_BLOCKS_PER_SM)
+    }
+
+    /// The launch for a batch: the grid, and the rows per warp tile.
+    ///
+    /// A warp works through tiles of `tile_rows` consecutive rows (see the kernel crate's `gpu`
+    /// module). 32-row tiles let one Philox call (or one load) per lane fetch the uniforms of a
+    /// whole tile; but a small batch in 32-row tiles would leave most SMs idle, so the tile is
+    /// halved (down to the rows a warp holds at once, `32 / G`) until there are
+    /// [`MIN_WARPS_PER_SM`] warps per SM. The results do not depend on this choice.
+    fn layout(&self, shape: Shape) -> (LaunchConfig, u32) {
+        let rows_at_once = WARP_SIZE / mh::group_width(shape.dim());
+        let want_warps = self.sms * MIN_WARPS_PER_SM;
+        let mut tile_rows = WARP_SIZE;
+        while tile_rows > rows_at_once && shape.batch().div_ceil(tile_rows) < want_warps {
+            tile_rows /= 2;
+        }
+        let warps = shape.batch().div_ceil(tile_rows) as u64;
+        let warps_per_block = u64::from(THREADS_PER_BLOCK) / WARP_SIZE as u64;
+        let blocks = warps.div_ceil(warps_per_block).min(self.max_blocks());
+        (grid_1d(blocks as u32), tile_rows as u32)
     }
 
     /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel from
@@ -204,29 +240,11 @@ impl Gpu {
         target: &DeviceTarget,
         config: &StepConfig,
     ) -> Result<()> {
-        target.check_shape(chains.shape)?;
-        let (batch, dim) = (chains.shape.batch() as u64, chains.shape.dim() as u64);
-        let (step_size, seed, step) = (config.step_size(), config.seed(), chains.step);
-        let mut launch = self.stream.launch_builder(&self.mh_step);
-        launch
-            .arg(&chains.x)
-            .arg(&mut chains.x_next)
-            .arg(&mut chains.accepted);
-        launch.arg(&target.mu).arg(&target.inv_var);
-        launch
-            .arg(&batch)
-            .arg(&dim)
-            .arg(&step_size)
-            .arg(&seed)
-            .arg(&step);
-        // SAFETY: the arguments match `mh_step(x, x_new, accepted, mu, inv_var, batch: u64,
-        // dim: u64, step_size: f32, seed: u64, step: u64)` in order and type; x and x_next hold
-        // batch*dim floats (the shape they were allocated for), accepted holds batch bytes,
-        // mu and inv_var hold dim floats (checked above); x_next and accepted are written, and
-        // they are distinct allocations from x; Shape guarantees 1 <= batch <= 2^32,
-        // 1 <= dim < 2^32; the block is 256 threads, a multiple of 32.
-        unsafe { launch.launch(self.launch_config(chains.shape.batch())) }?;
-        chains.swap();
+        let draws = Draws::Philox {
+            seed: config.seed(),
+            step: chains.step,
+        };
+        self.launch_step(chains, target, config.step_size(), draws)?;
         chains.step += 1;
         Ok(())
     }
@@ -241,30 +259,60 @@ impl Gpu {
         noise: &DeviceNoise,
     ) -> Result<()> {
         check_step_size(step_size)?;
-        target.check_shape(chains.shape)?;
         if noise.shape != chains.shape {
             return Err(Error::ShapeMismatch(format!(
                 "noise is for {:?}, the chains are {:?}",
                 noise.shape, chains.shape
             )));
         }
-        let (batch, dim) = (chains.shape.batch() as u64, chains.shape.dim() as u64);
-        let mut launch = self.stream.launch_builder(&self.mh_step_with_noise);
+        self.launch_step(chains, target, step_size, Draws::Caller(noise))
+    }
+
+    /// Queues one step: picks the variant for the row length and the entry point for the
+    /// randomness, pushes the arguments in the kernel's order, and swaps the state buffers.
+    fn launch_step(
+        &self,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        step_size: f32,
+        draws: Draws,
+    ) -> Result<()> {
+        target.check_shape(chains.shape)?;
+        let shape = chains.shape;
+        let variant = Variant::for_dim(shape.dim());
+        let kernels = &self.kernels[Variant::ALL
+            .iter()
+            .position(|v| *v == variant)
+            .expect("every variant loaded")];
+        let (config, tile_rows) = self.layout(shape);
+        let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
+        let function = match draws {
+            Draws::Philox { .. } => &kernels.rng,
+            Draws::Caller(_) => &kernels.caller_noise,
+        };
+        let mut launch = self.stream.launch_builder(function);
         launch
             .arg(&chains.x)
             .arg(&mut chains.x_next)
             .arg(&mut chains.accepted);
         launch.arg(&target.mu).arg(&target.inv_var);
-        launch
-            .arg(&batch)
-            .arg(&dim)
-            .arg(&step_size)
-            .arg(&noise.noise)
-            .arg(&noise.uniform);
-        // SAFETY: as in `step`, with `noise: *const f32, uniform: *const f32` last; noise
-        // holds batch*dim floats and uniform batch floats (same shape, checked above); both
-        // are only read.
-        unsafe { launch.launch(self.launch_config(chains.shape.batch())) }?;
+        launch.arg(&batch).arg(&dim).arg(&step_size);
+        match &draws {
+            Draws::Philox { seed, step } => launch.arg(seed).arg(step),
+            Draws::Caller(noise) => launch.arg(&noise.noise).arg(&noise.uniform),
+        };
+        launch.arg(&tile_rows);
+        // SAFETY: the arguments match the entry points' signatures in order and type:
+        // `(x, x_new, accepted, mu, inv_var, batch: u64, dim: u64, step_size: f32,
+        //   seed: u64, step: u64 | noise: *const f32, uniform: *const f32, tile_rows: u32)`.
+        // x and x_next hold batch*dim floats (the shape they were allocated for), accepted
+        // holds batch bytes, mu and inv_var hold dim floats (checked above), caller noise was
+        // uploaded for this very shape (checked by the caller); x_next and accepted are the
+        // only buffers written, and they are allocations distinct from every input. Shape
+        // guarantees 1 <= batch <= 2^32 and 1 <= dim < 2^32; `Variant::for_dim` picks a
+        // variant whose registers hold the row; `layout` gives a power-of-two tile between
+        // 32 / G and 32 rows and a block of 256 threads, a multiple of 32.
+        unsafe { launch.launch(config) }?;
         chains.swap();
         Ok(())
     }
@@ -284,7 +332,7 @@ impl Gpu {
         launch.arg(&ctr_dev).arg(&key_dev).arg(&mut out_dev).arg(&n);
         let blocks = n
             .div_ceil(u64::from(THREADS_PER_BLOCK))
-            .min(u64::from(self.max_blocks)) as u32;
+            .min(self.max_blocks()) as u32;
         // SAFETY: `philox4x32_10_many(ctr: *const u32, key: *const u32, out: *mut u32, n: u64)`;
         // ctr and out hold 4n words, key 2n; only out is written.
         unsafe { launch.launch(grid_1d(blocks)) }?;

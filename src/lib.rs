@@ -41,3 +41,17 @@ pub const FUSED_MH_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused_mh_
 
 /// The PTX target `build.rs` compiled for (`FUSED_MH_PTX_ARCH`, default `sm_70`).
 pub const PTX_TARGET: &str = env!("FUSED_MH_PTX_ARCH");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Register arrays that the compiler could not keep in registers end up in local memory
+    /// (per-thread DRAM, slow): the PTX then declares a `.local` depot. No kernel may have one.
+    #[test]
+    fn ptx_uses_no_local_memory() {
+        assert!(FUSED_MH_PTX.contains(".entry mh_step_q2"), "the embedded PTX has no kernels");
+        let locals: Vec<&str> = FUSED_MH_PTX.lines().filter(|l| l.contains(".local")).take(5).collect();
+        assert!(locals.is_empty(), "local memory in the PTX: {locals:?}");
+    }
+}

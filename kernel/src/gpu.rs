@@ -7,11 +7,12 @@
 //! streaming multiprocessor (SM). Threads are scheduled in *warps* of 32 that issue one
 //! instruction at a time together, so the natural unit of cooperation is the warp: its lanes
 //! can exchange registers directly with a shuffle, with no shared memory and no barrier. Here a
-//! warp owns a row (a chain): 32 lanes load the row's elements side by side, so each load
-//! instruction of the warp touches consecutive addresses (*coalesced*: one 512-byte access
-//! instead of 32 scattered ones), sum their parts of `log alpha`, and combine the 32 partial
-//! sums with five shuffles. A block holds several warps (several rows); the grid covers the
-//! batch, and a grid-stride loop lets any grid size cover any number of rows.
+//! *group* of `G` consecutive lanes owns a row (a chain; `G` from [`mh::group_width`], 8 for
+//! dim 64, 32 for dim 256 and up): the lanes load the row's quads side by side, so each load
+//! instruction of the warp touches consecutive addresses (*coalesced*), sum their parts of
+//! `log alpha`, and combine the partial sums with `log2 G` shuffles. A warp holds `32 / G` rows
+//! at once; it works through *tiles* of 32 consecutive rows, and a grid-stride loop over tiles
+//! lets any grid cover any batch.
 
 use core::arch::asm;
 use core::arch::nvptx;
@@ -100,7 +101,8 @@ fn lane_id() -> usize {
 ///
 /// All 32 lanes of the warp must execute this call together (the member mask is
 /// `0xffffffff`); if some lane has exited or is on another branch, the result is undefined.
-/// Callers here call it only after loops whose exit is uniform across the warp.
+/// Callers here reach every shuffle with the whole warp: the loops around them are uniform
+/// across the warp, and lanes with no row to work on still take part.
 #[inline(always)]
 fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
     let out: f32;
@@ -113,14 +115,31 @@ fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
     out
 }
 
-/// The sum of `v` over the warp, in **every** lane (a butterfly reduction: 5 shuffles).
-///
-/// Example: lane `l` passes `l`; every lane gets `0 + 1 + ... + 31 = 496`. The order of the
-/// additions is the one [`mh::warp_sum_emulated`] reproduces on the CPU.
+/// The value of `v` held by lane `src_lane` (`shfl.sync.idx.b32`): a broadcast when every lane
+/// names the same source, a gather otherwise. Same rules as [`shfl_xor`].
 #[inline(always)]
-fn warp_sum(v: f32) -> f32 {
+fn shfl_idx(v: f32, src_lane: u32) -> f32 {
+    let out: f32;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {out}, {v}, {s}, 0x1f, 0xffffffff;",
+             out = out(reg32) out, v = in(reg32) v, s = in(reg32) src_lane,
+             options(nomem, nostack));
+    }
+    out
+}
+
+/// The sum of `v` over each group of `g` consecutive lanes (`g` a power of two), in **every**
+/// lane of the group: a butterfly of `log2 g` shuffles whose partners (`lane ^ offset`,
+/// `offset < g`) never leave the group.
+///
+/// Example: `g = 32`, lane `l` passes `l`: every lane gets `0 + 1 + ... + 31 = 496`; `g = 8`:
+/// lanes 0..8 get 28, lanes 8..16 get 92, and so on. The order of the additions is the one
+/// [`mh::group_sum_emulated`] reproduces on the CPU.
+#[inline(always)]
+fn group_sum(v: f32, g: usize) -> f32 {
     let mut v = v;
-    let mut offset = WARP_SIZE as u32 / 2;
+    let mut offset = g as u32 / 2;
     while offset > 0 {
         v += shfl_xor(v, offset);
         offset /= 2;
@@ -128,50 +147,74 @@ fn warp_sum(v: f32) -> f32 {
     v
 }
 
-/// Four consecutive floats, aligned to 16 bytes, so that one load or store instruction
-/// (`ld.global.v4.f32`) moves a whole quad.
-#[derive(Clone, Copy)]
-#[repr(C, align(16))]
-struct F32x4([f32; 4]);
-
-/// Loads the `valid` leading elements of the quad starting at `ptr` (the rest are 0).
+/// Loads the 16-byte quad at `ptr` with one instruction (`ld.global.v4.f32`).
 ///
 /// # Safety
-/// `ptr .. ptr + valid` must be readable; if `vector` is true, `valid` must be 4 and `ptr`
-/// 16-byte aligned.
+/// `ptr` must point to 4 readable floats in global memory, 16-byte aligned.
+#[inline(always)]
+unsafe fn load_v4(ptr: *const f32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    // SAFETY: the caller guarantees 16 readable, aligned bytes at ptr.
+    unsafe {
+        asm!("ld.global.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+             p = in(reg64) ptr, options(pure, readonly, nostack));
+    }
+    [a, b, c, d]
+}
+
+/// Stores a quad at `ptr` with one instruction (`st.global.v4.f32`).
+///
+/// # Safety
+/// `ptr` must point to 4 writable floats in global memory, 16-byte aligned, that no other
+/// thread accesses during the launch.
+#[inline(always)]
+unsafe fn store_v4(ptr: *mut f32, v: [f32; 4]) {
+    // SAFETY: the caller guarantees 16 writable, aligned, unshared bytes at ptr.
+    unsafe {
+        asm!("st.global.v4.f32 [{p}], {{{a}, {b}, {c}, {d}}};",
+             p = in(reg64) ptr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2],
+             d = in(reg32) v[3], options(nostack));
+    }
+}
+
+/// Loads the `valid` leading elements of the quad at `ptr` (the rest are 0): one vector load
+/// when `vector`, else element by element.
+///
+/// # Safety
+/// `ptr .. ptr + valid` must be readable; if `vector`, `valid` must be 4 and `ptr` 16-byte
+/// aligned.
 #[inline(always)]
 unsafe fn load_quad(ptr: *const f32, valid: usize, vector: bool) -> [f32; 4] {
     if vector {
-        // SAFETY: the caller guarantees 4 readable, 16-byte aligned floats.
-        unsafe { (*(ptr as *const F32x4)).0 }
-    } else {
-        let mut v = [0.0; 4];
-        for (i, slot) in v.iter_mut().enumerate() {
-            if i < valid {
-                // SAFETY: i < valid, and the caller guarantees `valid` readable floats.
-                *slot = unsafe { *ptr.add(i) };
-            }
-        }
-        v
+        // SAFETY: forwarded from the caller.
+        return unsafe { load_v4(ptr) };
     }
+    let mut v = [0.0; 4];
+    for (i, slot) in v.iter_mut().enumerate() {
+        if i < valid {
+            // SAFETY: i < valid, and the caller guarantees `valid` readable floats.
+            *slot = unsafe { *ptr.add(i) };
+        }
+    }
+    v
 }
 
 /// Stores the `valid` leading elements of `v` at `ptr`.
 ///
 /// # Safety
-/// `ptr .. ptr + valid` must be writable and written by no other thread; if `vector` is true,
-/// `valid` must be 4 and `ptr` 16-byte aligned.
+/// `ptr .. ptr + valid` must be writable and written by no other thread; if `vector`, `valid`
+/// must be 4 and `ptr` 16-byte aligned.
 #[inline(always)]
 unsafe fn store_quad(ptr: *mut f32, v: [f32; 4], valid: usize, vector: bool) {
     if vector {
-        // SAFETY: the caller guarantees 4 writable, 16-byte aligned floats.
-        unsafe { *(ptr as *mut F32x4) = F32x4(v) }
-    } else {
-        for (i, &value) in v.iter().enumerate() {
-            if i < valid {
-                // SAFETY: i < valid, and the caller guarantees `valid` writable floats.
-                unsafe { *ptr.add(i) = value };
-            }
+        // SAFETY: forwarded from the caller.
+        return unsafe { store_v4(ptr, v) };
+    }
+    for (i, &value) in v.iter().enumerate() {
+        if i < valid {
+            // SAFETY: i < valid, and the caller guarantees `valid` writable floats.
+            unsafe { *ptr.add(i) = value };
         }
     }
 }
@@ -181,12 +224,12 @@ trait Noise {
     /// The standard normals of quad `quad` of `row` (`valid` of them are used).
     ///
     /// # Safety
-    /// For caller noise: the buffer covers the whole batch (see the entry points).
+    /// For caller noise: `row < batch` and the quad inside the row (see the entry points).
     unsafe fn quad(&self, row: usize, quad: usize, valid: usize, vector: bool) -> [f32; 4];
     /// The acceptance uniform of `row`.
     ///
     /// # Safety
-    /// As for [`Noise::quad`].
+    /// For caller noise: `row < batch`.
     unsafe fn uniform(&self, row: usize) -> f32;
 }
 
@@ -228,6 +271,7 @@ impl Noise for CallerNoise {
 }
 
 /// The buffers and sizes every step shares, whatever its noise.
+#[derive(Clone, Copy)]
 struct StepArgs {
     x: *const f32,
     x_new: *mut f32,
@@ -237,188 +281,318 @@ struct StepArgs {
     batch: usize,
     dim: usize,
     step_size: f32,
+    tile_rows: usize,
 }
 
-/// The body of both entry points: one warp per row, a grid-stride loop over rows.
+/// What a lane needs to know about the row its group is working on.
+#[derive(Clone, Copy)]
+struct RowSlot {
+    /// The row, valid only if `live`.
+    row: usize,
+    /// False for the groups of the last tile that fall past the batch: they still take part in
+    /// the shuffles, but load, store and decide nothing.
+    live: bool,
+    /// This lane's index in its group, `0..g`.
+    lane_in_group: usize,
+    /// Lanes per group.
+    g: usize,
+    /// The row's acceptance uniform (meaningful only if `live`).
+    uniform: f32,
+}
+
+/// Pass 1 for one quad: load `x`, draw or read `eps`, propose, and return `(x, p, term sum)`.
 ///
-/// Two passes over the row. Pass 1 draws the proposal and sums the lane's share of
-/// `log alpha`; the warp reduces it and every lane decides. Pass 2 writes the row: the proposal
-/// (recomputed bit for bit from the same counters) if accepted, else `x`. Nothing is kept in
-/// registers across the passes, so any `dim` works; the re-read of `x` in pass 2 comes mostly
-/// from cache, since the warp read it moments before.
+/// # Safety
+/// `slot.row < batch` and `q < quads_per_row(dim)`.
+#[inline(always)]
+unsafe fn propose_quad<N: Noise>(
+    args: &StepArgs,
+    noise: &N,
+    row: usize,
+    q: usize,
+) -> ([f32; 4], [f32; 4], f32) {
+    let valid = mh::valid_in_quad(args.dim, q);
+    let vector = args.dim % QUAD == 0;
+    let first = QUAD * q;
+    // SAFETY: quad q of row `row` lies inside x (row < batch, first + valid <= dim), and inside
+    // mu and inv_var (first + valid <= dim). Rows start 16-byte aligned exactly when dim is a
+    // multiple of 4 (buffers from cuMemAlloc are 256-byte aligned): then `vector` loads are
+    // aligned.
+    let (xq, eps, mq, ivq) = unsafe {
+        (
+            load_quad(args.x.add(row * args.dim + first), valid, vector),
+            noise.quad(row, q, valid, vector),
+            load_quad(args.mu.add(first), valid, vector),
+            load_quad(args.inv_var.add(first), valid, vector),
+        )
+    };
+    let p = mh::propose(xq, eps, args.step_size);
+    (xq, p, mh::quad_term_sum(xq, p, mq, ivq, valid))
+}
+
+/// Writes quad `q` of the new row.
+///
+/// # Safety
+/// `row < batch`, `q < quads_per_row(dim)`, and this lane is the quad's only writer.
+#[inline(always)]
+unsafe fn store_row_quad(args: &StepArgs, row: usize, q: usize, v: [f32; 4]) {
+    let valid = mh::valid_in_quad(args.dim, q);
+    // SAFETY: as in `propose_quad`; x_new has the shape of x.
+    unsafe {
+        store_quad(
+            args.x_new.add(row * args.dim + QUAD * q),
+            v,
+            valid,
+            args.dim % QUAD == 0,
+        )
+    }
+}
+
+/// One row whose quads fit in registers: at most `Q` quads per lane. The proposal is computed
+/// once, kept, and written if accepted.
+///
+/// # Safety
+/// `Q >= mh::quads_per_lane(dim)`; see the entry points.
+#[inline(always)]
+unsafe fn row_resident<N: Noise, const Q: usize>(
+    args: &StepArgs,
+    noise: &N,
+    slot: RowSlot,
+) -> bool {
+    let n_quads = mh::quads_per_row(args.dim);
+    let mut xs = [[0.0f32; 4]; Q];
+    let mut ps = [[0.0f32; 4]; Q];
+    let mut partial = 0.0f32;
+    // A loop with a constant trip count, unrolled: the arrays are indexed by constants and stay
+    // in registers (a run-time index would send them to local memory).
+    for k in 0..Q {
+        let q = slot.lane_in_group + k * slot.g;
+        if slot.live && q < n_quads {
+            // SAFETY: row < batch (live) and q < n_quads.
+            let (xq, p, sum) = unsafe { propose_quad(args, noise, slot.row, q) };
+            xs[k] = xq;
+            ps[k] = p;
+            partial += sum;
+        }
+    }
+    let accept = decide(partial, slot);
+    for k in 0..Q {
+        let q = slot.lane_in_group + k * slot.g;
+        if slot.live && q < n_quads {
+            // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
+            unsafe { store_row_quad(args, slot.row, q, if accept { ps[k] } else { xs[k] }) };
+        }
+    }
+    accept
+}
+
+/// One row too long for registers: pass 1 sums the terms, pass 2 recomputes the proposal (the
+/// same counters give the same bits) where accepted and writes the row. The re-read of `x` in
+/// pass 2 comes mostly from cache, since the group read it moments before.
 ///
 /// # Safety
 /// See the entry points.
 #[inline(always)]
-unsafe fn step_rows<N: Noise>(args: &StepArgs, noise: &N) {
-    let StepArgs {
-        x,
-        x_new,
-        accepted,
-        mu,
-        inv_var,
-        batch,
-        dim,
-        step_size,
-    } = *args;
-    let warps_per_block = block_dim_x() / WARP_SIZE;
+unsafe fn row_streaming<N: Noise>(args: &StepArgs, noise: &N, slot: RowSlot) -> bool {
+    let n_quads = mh::quads_per_row(args.dim);
+    let mut partial = 0.0f32;
+    let mut q = slot.lane_in_group;
+    while slot.live && q < n_quads {
+        // SAFETY: row < batch (live) and q < n_quads.
+        partial += unsafe { propose_quad(args, noise, slot.row, q) }.2;
+        q += slot.g;
+    }
+    let accept = decide(partial, slot);
+    let mut q = slot.lane_in_group;
+    while slot.live && q < n_quads {
+        // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
+        unsafe {
+            let (xq, p, _) = propose_quad(args, noise, slot.row, q);
+            store_row_quad(args, slot.row, q, if accept { p } else { xq });
+        }
+        q += slot.g;
+    }
+    accept
+}
+
+/// The group's decision: sum the partials (every lane of the warp must call this), then
+/// `log u < log alpha`. A row past the batch never accepts.
+#[inline(always)]
+fn decide(partial: f32, slot: RowSlot) -> bool {
+    let log_alpha = mh::log_alpha(group_sum(partial, slot.g));
+    slot.live && mh::accept(mh::log_uniform(slot.uniform), log_alpha)
+}
+
+/// The body of every entry point.
+///
+/// # Thread mapping
+/// Warps take *tiles* of `tile_rows` consecutive rows (grid-stride: warp `w` of `W` takes tiles
+/// `w, w + W, ...`). At the start of a tile, lane `l < tile_rows` fetches the acceptance uniform
+/// of the tile's row `l` (one Philox call or one coalesced load serves up to 32 rows). The warp
+/// then walks the tile `32 / G` rows at a time: group `i` of the warp (lanes `iG .. iG + G`) takes the next row,
+/// gets its uniform from the lane that fetched it (`shfl.sync.idx`), and does the row
+/// (register-resident when `Q > 0`, streamed twice when `Q == 0`).
+///
+/// # Safety
+/// See the entry points.
+#[inline(always)]
+unsafe fn step_tiles<N: Noise, const Q: usize>(args: &StepArgs, noise: &N) {
+    let g = mh::group_width(args.dim);
+    let rows_at_once = WARP_SIZE / g;
     let lane = lane_id();
-    let n_quads = mh::quads_per_row(dim);
-    // Rows start 16-byte aligned exactly when dim is a multiple of 4 (buffers from cuMemAlloc
-    // are 256-byte aligned): then every quad is one vector load.
-    let vector = dim % QUAD == 0;
+    let (lane_in_group, group) = (lane % g, lane / g);
+    let warps_per_block = block_dim_x() / WARP_SIZE;
+    let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
+    let warps = grid_dim_x() * warps_per_block;
 
-    let mut row = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
-    while row < batch {
-        let row_start = row * dim;
-
-        // Pass 1: this lane's share of the sum of log-alpha terms.
-        let mut partial = 0.0f32;
-        let mut q = lane;
-        while q < n_quads {
-            let valid = mh::valid_in_quad(dim, q);
-            let first = QUAD * q;
-            // SAFETY: quad q of this row lies inside x (row < batch, first + valid <= dim),
-            // and inside mu and inv_var (first + valid <= dim); rows and quads are aligned
-            // when `vector` (see above).
-            let (xq, eps, mq, ivq) = unsafe {
-                (
-                    load_quad(x.add(row_start + first), valid, vector),
-                    noise.quad(row, q, valid, vector),
-                    load_quad(mu.add(first), valid, vector),
-                    load_quad(inv_var.add(first), valid, vector),
-                )
+    let tile_rows = args.tile_rows;
+    let mut tile = warp * tile_rows;
+    while tile < args.batch {
+        let my_uniform_row = tile + lane;
+        let tile_uniform = if lane < tile_rows && my_uniform_row < args.batch {
+            // SAFETY: the row is inside the batch.
+            unsafe { noise.uniform(my_uniform_row) }
+        } else {
+            0.0
+        };
+        let mut first = 0;
+        while first < tile_rows {
+            let in_tile = first + group;
+            let row = tile + in_tile;
+            let slot = RowSlot {
+                row,
+                live: row < args.batch,
+                lane_in_group,
+                g,
+                uniform: shfl_idx(tile_uniform, in_tile as u32),
             };
-            let p = mh::propose(xq, eps, step_size);
-            partial += mh::quad_term_sum(xq, p, mq, ivq, valid);
-            q += WARP_SIZE;
-        }
-
-        // The warp's total, in every lane; `row` is the same for the whole warp, so all 32
-        // lanes reach this shuffle together.
-        let log_alpha = mh::log_alpha(warp_sum(partial));
-        // SAFETY: row < batch.
-        let log_u = mh::log_uniform(unsafe { noise.uniform(row) });
-        let accept = mh::accept(log_u, log_alpha);
-
-        // Pass 2: write the row.
-        let mut q = lane;
-        while q < n_quads {
-            let valid = mh::valid_in_quad(dim, q);
-            let at = row_start + QUAD * q;
-            // SAFETY: as in pass 1; x_new has the shape of x, and this lane is the only
-            // writer of this quad.
-            unsafe {
-                let xq = load_quad(x.add(at), valid, vector);
-                let out = if accept {
-                    mh::propose(xq, noise.quad(row, q, valid, vector), step_size)
+            // SAFETY: forwarded from the entry point's contract; `Q` was chosen by the host
+            // from `dim` (see `Variant`).
+            let accept = unsafe {
+                if Q == 0 {
+                    row_streaming(args, noise, slot)
                 } else {
-                    xq
-                };
-                store_quad(x_new.add(at), out, valid, vector);
+                    row_resident::<N, Q>(args, noise, slot)
+                }
+            };
+            if slot.live && lane_in_group == 0 {
+                // SAFETY: row < batch; lane 0 of the group is this row's only writer of the flag.
+                unsafe { *args.accepted.add(row) = u8::from(accept) };
             }
-            q += WARP_SIZE;
+            first += rows_at_once;
         }
-        if lane == 0 {
-            // SAFETY: row < batch; lane 0 is this row's only writer of accepted[row].
-            unsafe { *accepted.add(row) = u8::from(accept) };
-        }
-
-        row += grid_dim_x() * warps_per_block;
+        tile += warps * tile_rows;
     }
 }
 
-/// One Metropolis–Hastings step of every chain, with random numbers drawn in the kernel.
-///
-/// # Parameters
-/// - `x`: `[batch, dim]` f32, row-major: the current states (read).
-/// - `x_new`: `[batch, dim]` f32: the next states (written in full); must not overlap `x`.
-/// - `accepted`: `[batch]` u8: 1 where the row moved, 0 where it stayed (written in full).
-/// - `mu`, `inv_var`: `[dim]` f32: the target's mean and `1 / sigma^2`.
-/// - `step_size`: the proposal's standard deviation multiplier.
-/// - `seed`, `step`: the Philox key and the step counter (see [`crate::rng`]).
-///
-/// # Thread mapping
-/// One warp per row: warp `w` of the grid takes rows `w, w + W, ...` (W warps in the grid);
-/// lane `l` owns quads `l, l + 32, ...` of its row (elements `4q .. 4q + 4`).
-///
-/// # Safety
-/// The caller guarantees the buffer lengths above, `1 <= batch <= 2^32`,
-/// `1 <= dim < 2^32`, `batch * dim` without overflow, a block size that is a multiple of 32,
-/// and a one-dimensional grid and block. Nothing is checked here.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mh_step(
-    x: *const f32,
-    x_new: *mut f32,
-    accepted: *mut u8,
-    mu: *const f32,
-    inv_var: *const f32,
-    batch: u64,
-    dim: u64,
-    step_size: f32,
-    seed: u64,
-    step: u64,
-) {
-    let args = StepArgs {
-        x,
-        x_new,
-        accepted,
-        mu,
-        inv_var,
-        batch: batch as usize,
-        dim: dim as usize,
-        step_size,
+/// Defines the entry points of one row variant: `Q` quads per lane kept in registers (0: none,
+/// the row is streamed twice).
+macro_rules! entry_points {
+    ($q:literal, $rng:ident, $noise:ident) => {
+        /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel.
+        ///
+        /// # Parameters
+        /// - `x`: `[batch, dim]` f32, row-major: the current states (read).
+        /// - `x_new`: `[batch, dim]` f32: the next states (written in full); must not overlap `x`.
+        /// - `accepted`: `[batch]` u8: 1 where the row moved, 0 where it stayed (written in full).
+        /// - `mu`, `inv_var`: `[dim]` f32: the target's mean and `1 / sigma^2`.
+        /// - `step_size`: the proposal's scale.
+        /// - `seed`, `step`: the Philox key and the step counter (see [`crate::rng`]).
+        /// - `tile_rows`: rows per warp tile, a power of two from `32 / G` to 32 (see
+        ///   `step_tiles`); the results do not depend on it, only the speed does.
+        ///
+        /// # Thread mapping
+        /// See `step_tiles`: tiles of 32 rows per warp, a group of `G = group_width(dim)` lanes
+        /// per row, lane `j` of a group owning quads `j, j + G, ...` of its row.
+        ///
+        /// # Safety
+        /// The caller guarantees the buffer lengths above, `1 <= batch <= 2^32`,
+        /// `1 <= dim < 2^32`, `batch * dim` without overflow, that this variant fits the row
+        /// (`quads_per_lane(dim) <= Q`, or `Q = 0`), `tile_rows` as above, a block size that is a multiple of 32, and a
+        /// one-dimensional grid and block. Nothing is checked here.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $rng(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            step: u64,
+            tile_rows: u32,
+        ) {
+            let (batch, dim, tile_rows) = (batch as usize, dim as usize, tile_rows as usize);
+            let args = StepArgs {
+                x,
+                x_new,
+                accepted,
+                mu,
+                inv_var,
+                batch,
+                dim,
+                step_size,
+                tile_rows,
+            };
+            let noise = PhiloxNoise {
+                key: rng::key(seed),
+                step,
+            };
+            // SAFETY: forwarded from this function's contract.
+            unsafe { step_tiles::<_, $q>(&args, &noise) }
+        }
+
+        /// One Metropolis–Hastings step of every chain, with the caller's random numbers.
+        ///
+        /// # Parameters
+        /// As the in-kernel variant, with `noise`: `[batch, dim]` f32 standard normals and
+        /// `uniform`: `[batch]` f32 uniforms on `[0, 1)` in place of the seed and step, then
+        /// `tile_rows`.
+        ///
+        /// # Safety
+        /// As the in-kernel variant, and `noise`, `uniform` hold `batch * dim` and `batch` floats.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $noise(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            noise: *const f32,
+            uniform: *const f32,
+            tile_rows: u32,
+        ) {
+            let (batch, dim, tile_rows) = (batch as usize, dim as usize, tile_rows as usize);
+            let args = StepArgs {
+                x,
+                x_new,
+                accepted,
+                mu,
+                inv_var,
+                batch,
+                dim,
+                step_size,
+                tile_rows,
+            };
+            let noise = CallerNoise {
+                noise,
+                uniform,
+                dim,
+            };
+            // SAFETY: forwarded from this function's contract.
+            unsafe { step_tiles::<_, $q>(&args, &noise) }
+        }
     };
-    let noise = PhiloxNoise {
-        key: rng::key(seed),
-        step,
-    };
-    // SAFETY: forwarded from this function's contract.
-    unsafe { step_rows(&args, &noise) }
 }
 
-/// One Metropolis–Hastings step of every chain, with the caller's random numbers.
-///
-/// # Parameters
-/// As [`mh_step`], with `noise`: `[batch, dim]` f32 standard normals and `uniform`: `[batch]`
-/// f32 uniforms on `[0, 1)` in place of the seed and step.
-///
-/// # Thread mapping
-/// As [`mh_step`].
-///
-/// # Safety
-/// As [`mh_step`], and `noise`, `uniform` hold `batch * dim` and `batch` floats.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mh_step_with_noise(
-    x: *const f32,
-    x_new: *mut f32,
-    accepted: *mut u8,
-    mu: *const f32,
-    inv_var: *const f32,
-    batch: u64,
-    dim: u64,
-    step_size: f32,
-    noise: *const f32,
-    uniform: *const f32,
-) {
-    let args = StepArgs {
-        x,
-        x_new,
-        accepted,
-        mu,
-        inv_var,
-        batch: batch as usize,
-        dim: dim as usize,
-        step_size,
-    };
-    let noise = CallerNoise {
-        noise,
-        uniform,
-        dim: dim as usize,
-    };
-    // SAFETY: forwarded from this function's contract.
-    unsafe { step_rows(&args, &noise) }
-}
+entry_points!(2, mh_step_q2, mh_step_with_noise_q2);
+entry_points!(8, mh_step_q8, mh_step_with_noise_q8);
+entry_points!(0, mh_step_streaming, mh_step_with_noise_streaming);
 
 /// Philox4x32-10 of `n` (counter, key) pairs, one per thread: the GPU side of the known-answer
 /// test.

@@ -6,12 +6,14 @@
 //!
 //! - a row of `dim` elements is cut into *quads* of 4 consecutive elements (the last one may be
 //!   partial): one Philox call gives the 4 normals of a quad (see [`crate::rng`]);
-//! - a row is worked on by one warp of [`WARP_SIZE`] lanes; lane `l` owns quads
-//!   `l, l + 32, l + 64, ...`, so in each pass the warp reads 512 consecutive bytes;
+//! - a row is worked on by a *group* of `G` = [`group_width`]`(dim)` consecutive lanes of a warp
+//!   (`G` is a power of two, 1 to 32: about two quads per lane, so a warp holds `32 / G` rows
+//!   at once and no lane idles on short rows); lane `j` of the group owns quads
+//!   `j, j + G, j + 2G, ...`, so neighbouring lanes read neighbouring 16-byte quads;
 //! - each lane sums [`log_alpha_term`] over its elements, quad by quad, in order;
-//! - the warp adds the 32 partial sums with a butterfly (xor) reduction: [`warp_sum_emulated`]
-//!   is that order on the CPU;
-//! - every lane then holds `log alpha` and makes the same decision ([`accept`]).
+//! - the group adds its `G` partial sums with a butterfly (xor) reduction:
+//!   [`group_sum_emulated`] is that order on the CPU;
+//! - every lane of the group then holds `log alpha` and makes the same decision ([`accept`]).
 //!
 //! # The log acceptance ratio
 //!
@@ -28,8 +30,36 @@
 
 use crate::math;
 
-/// Threads in a warp: the unit that executes in lock step, and here the unit that owns a row.
+/// Threads in a warp: the unit that executes in lock step.
 pub const WARP_SIZE: usize = 32;
+
+/// Quads each lane of a group should own: few enough that short rows still spread over
+/// several lanes (latency), enough that a warp holds several rows (no idle lanes).
+pub const QUADS_PER_LANE_TARGET: usize = 2;
+
+/// The most quads a lane keeps in registers: with 32 lanes, rows up to 32 x 8 x 4 = 1024
+/// elements stay in registers between computing the proposal and writing it. Longer rows are
+/// streamed twice (the proposal recomputed bit for bit in the second pass).
+pub const MAX_RESIDENT_QUADS_PER_LANE: usize = 8;
+
+/// Lanes per row, `G`: the power of two (1 to 32) that gives each lane about
+/// [`QUADS_PER_LANE_TARGET`] quads. Depends on `dim` alone, so the order of the sums, and hence
+/// the exact bits of `log alpha`, depend on `dim` alone (not on the batch or the launch).
+///
+/// Examples: dim 1..=8 -> 1, dim 64 -> 8, dim 256 -> 32, dim 4096 -> 32.
+#[inline(always)]
+pub fn group_width(dim: usize) -> usize {
+    quads_per_row(dim)
+        .div_ceil(QUADS_PER_LANE_TARGET)
+        .next_power_of_two()
+        .min(WARP_SIZE)
+}
+
+/// The most quads any lane of a row's group owns: `ceil(quads / G)`.
+#[inline(always)]
+pub fn quads_per_lane(dim: usize) -> usize {
+    quads_per_row(dim).div_ceil(group_width(dim))
+}
 
 /// Elements per quad: one Philox call (128 bits) gives four normals.
 pub const QUAD: usize = 4;
@@ -112,18 +142,22 @@ pub fn accept(log_u: f32, log_alpha: f32) -> bool {
     log_u < log_alpha
 }
 
-/// The warp's butterfly sum, computed on the CPU in the GPU's order.
+/// A group's butterfly sum, computed on the CPU in the GPU's order.
 ///
-/// On the GPU, each of 5 rounds (`offset` = 16, 8, 4, 2, 1) replaces lane `l`'s value `v[l]` with
-/// `v[l] + v[l ^ offset]` (`shfl.sync.bfly`); afterwards every lane holds the same total.
+/// `partials` holds the `G` lanes' values (`G` a power of two, at most 32). On the GPU, each
+/// round (`offset` = G/2, ..., 2, 1) replaces lane `l`'s value `v[l]` with `v[l] + v[l ^ offset]`
+/// (`shfl.sync.bfly`); afterwards every lane of the group holds the same total.
 /// Example: partials `{0, 1, ..., 31}` give 496 in every lane.
-pub fn warp_sum_emulated(partials: [f32; WARP_SIZE]) -> f32 {
-    let mut v = partials;
-    let mut offset = WARP_SIZE / 2;
+pub fn group_sum_emulated(partials: &[f32]) -> f32 {
+    let g = partials.len();
+    assert!(g.is_power_of_two() && g <= WARP_SIZE, "group of {g} lanes");
+    let mut v = [0.0f32; WARP_SIZE];
+    v[..g].copy_from_slice(partials);
+    let mut offset = g / 2;
     while offset > 0 {
         let before = v;
-        for (lane, value) in v.iter_mut().enumerate() {
-            *value = before[lane] + before[lane ^ offset];
+        for lane in 0..g {
+            v[lane] = before[lane] + before[lane ^ offset];
         }
         offset /= 2;
     }
@@ -135,9 +169,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn warp_sum_matches_the_worked_example() {
-        let partials = core::array::from_fn(|l| l as f32);
-        assert_eq!(warp_sum_emulated(partials), 496.0);
+    fn group_sum_matches_the_worked_example() {
+        let partials: [f32; 32] = core::array::from_fn(|l| l as f32);
+        assert_eq!(group_sum_emulated(&partials), 496.0);
+        assert_eq!(group_sum_emulated(&partials[..8]), 28.0);
+        assert_eq!(group_sum_emulated(&[5.0]), 5.0);
+    }
+
+    #[test]
+    fn groups_give_each_lane_about_two_quads() {
+        for (dim, g) in [
+            (1, 1),
+            (8, 1),
+            (9, 2),
+            (33, 8),
+            (64, 8),
+            (100, 16),
+            (256, 32),
+            (1024, 32),
+            (4097, 32),
+        ] {
+            assert_eq!(group_width(dim), g, "dim {dim}");
+        }
+        // Rows up to 1024 elements fit the register-resident path; 1025 does not.
+        assert!(quads_per_lane(1024) <= MAX_RESIDENT_QUADS_PER_LANE);
+        assert!(quads_per_lane(1025) > MAX_RESIDENT_QUADS_PER_LANE);
+        for dim in 1..=1024 {
+            assert!(
+                quads_per_lane(dim) <= if dim <= 256 { 2 } else { 8 },
+                "dim {dim}"
+            );
+        }
     }
 
     #[test]
