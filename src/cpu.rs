@@ -32,8 +32,8 @@ pub struct StepOutput {
 }
 
 /// Acceptance decisions of the GPU may differ from the reference's only where
-/// `|log u - log alpha|` is below this: the GPU's normals use `sin/cos.approx` and land within
-/// ~4e-6 of the CPU's, which moves `log alpha` by far less than 1e-4 at the dims we run.
+/// `|log u - log alpha|` is below this: the GPU's normals use the SFU and land within
+/// ~4.5e-6 of the CPU's, which moves `log alpha` by far less than 1e-4 at the dims we run.
 pub const DECISION_MARGIN: f32 = 1e-4;
 
 /// At most this fraction of rows (rounded down) may have such a boundary decision differ.
@@ -43,9 +43,9 @@ pub const MAX_FLIPPED_FRACTION: f64 = 1e-3;
 pub const X_NEW_MAX_RELATIVE: f32 = 1e-5;
 
 /// ... or to this many step sizes in absolute terms, for elements that cancel to near zero.
-/// GPU and CPU compute the Box–Muller radius identically (`logf`, IEEE `sqrt`); only the angle's
-/// `sin/cos` differ, by at most ~2^-20.5, times a radius of at most 5.77: at most 4e-6 per
-/// normal, so `x + s * eps` differs by at most `4e-6 * s`, plus rounding.
+/// The GPU's normals use `sin/cos.approx` (at most ~2^-20.5 absolute) and `sqrt.approx` (2^-23
+/// relative) where the CPU uses libm, times a Box–Muller radius of at most 5.65: at most about
+/// 4.5e-6 per normal, so `x + s * eps` differs by at most `4.5e-6 * s`, plus rounding.
 pub const X_NEW_ABS_PER_STEP_SIZE: f32 = 5e-6;
 
 /// How a GPU step compared with the reference.

@@ -50,8 +50,15 @@ mod tests {
     /// (per-thread DRAM, slow): the PTX then declares a `.local` depot. No kernel may have one.
     #[test]
     fn ptx_uses_no_local_memory() {
-        assert!(FUSED_MH_PTX.contains(".entry mh_step_q2"), "the embedded PTX has no kernels");
-        let locals: Vec<&str> = FUSED_MH_PTX.lines().filter(|l| l.contains(".local")).take(5).collect();
+        assert!(
+            FUSED_MH_PTX.contains(".entry mh_step_q2"),
+            "the embedded PTX has no kernels"
+        );
+        let locals: Vec<&str> = FUSED_MH_PTX
+            .lines()
+            .filter(|l| l.contains(".local"))
+            .take(5)
+            .collect();
         assert!(locals.is_empty(), "local memory in the PTX: {locals:?}");
     }
 }

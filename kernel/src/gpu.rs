@@ -49,13 +49,13 @@ pub mod math {
         y
     }
 
-    /// Correctly rounded square root (`sqrt.rn.f32`): the same bits as the CPU's.
+    /// Square root with the SFU's `sqrt.approx.f32` (relative error at most 2^-23).
     #[inline(always)]
     pub fn sqrt(x: f32) -> f32 {
         let y: f32;
         // SAFETY: a pure arithmetic instruction on registers.
         unsafe {
-            asm!("sqrt.rn.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
+            asm!("sqrt.approx.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
                  options(pure, nomem, nostack));
         }
         y

@@ -1,31 +1,66 @@
 //! The four non-trivial functions the step needs: `ln`, `sin`/`cos` and `sqrt`.
 //!
-//! `core` has none of them (they live in `std`, which does not exist on the GPU), so they come
-//! from two places:
+//! `core` has none of them (they live in `std`, which does not exist on the GPU), so this module
+//! provides them, chosen by measurement (see `bench/NOTES.md`):
 //!
-//! - `ln` and `sqrt` are correctly rounded (or nearly) on both targets, and give the same bits
-//!   on both: `ln` is the `libm` crate's `logf` (a port of musl's, plain f32 arithmetic that
-//!   rustc compiles for nvptx64 like any other Rust), `sqrt` is `sqrt.rn.f32` on the GPU and
-//!   `libm::sqrtf` on the CPU, both IEEE-rounded.
-//! - `sin` and `cos` are the GPU's special function unit instructions `sin.approx.f32` and
-//!   `cos.approx.f32` (inline PTX, see [`crate::gpu`]), and `libm`'s `sinf`/`cosf` on the CPU.
+//! - [`ln`] is written here in plain `f32` multiplications and additions: a range reduction by
+//!   bit manipulation and a degree-6 polynomial, no division, no branch on the common path.
+//!   rustc emits `mul.rn`/`add.rn` on the GPU (no contraction into `fma`), so it gives the same
+//!   bits on the GPU and the CPU. It replaced `libm::logf`, whose division and special-case
+//!   branches made it the largest part of the Box–Muller transform on the H200.
+//! - `sin`, `cos` and `sqrt` are the GPU's special function unit instructions `sin.approx.f32`,
+//!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, see [`crate::gpu`]): one instruction
+//!   each, at 16 per clock per SM beside the 128 FP32 lanes. On the CPU they are `libm`'s.
 //!
-//! Why this split. A memory-bound step on an H200 leaves roughly 60 instructions per element
-//! (132 SMs x 128 FP32 lanes x 1.98 GHz / ~540 G elements/s at 4.3 TB/s), and Philox already
-//! takes about 20 of them. `sin/cos.approx` are one SFU instruction each (16 per clock per SM,
-//! beside the FP32 lanes), against several dozen for `sinf` + `cosf` with their range
-//! reduction. Their error, at most about 2^-20.5 absolute on [-pi, pi] (the range the normal
-//! transform uses), multiplies the Box–Muller radius (at most 5.77), so a GPU normal differs
-//! from the CPU's by at most about 4e-6: inside the tolerances the end-to-end tests state.
-//! `lg2.approx.f32` was tried for `ln` and rejected: its error is *absolute* (about 2^-22) near
-//! 1, where the Box–Muller radius `sqrt(-2 ln u)` is small, so a few normals per million came
-//! out 4e-5 off (seen on the H200: the grid-stride test of 3 million normals failed). `logf` runs
-//! once per pair of normals, so its cost is halved per element.
+//! The price of the SFU is accuracy, and it is bounded: `sin/cos.approx` err by at most about
+//! 2^-20.5 absolute on [-pi, pi] (the range the normal transform uses) and `sqrt.approx` by
+//! 2^-23 relative, times a Box–Muller radius of at most 5.65, so a normal drawn on the GPU is
+//! within about 4.5e-6 of the CPU's: inside the tolerances of `cpu::StepOutput::compare` in the
+//! host library. `lg2.approx.f32` was tried for `ln` and rejected: its error is *absolute*
+//! (about 2^-22) near 1, where the radius `sqrt(-2 ln u)` is small, so a few normals per
+//! million came out 4e-5 off (seen on the H200).
 
-/// Natural logarithm (`libm::logf`, the same bits on GPU and CPU).
+/// `ln(1 + f) = f - f^2/2 + f^3 P(f)` for `f` in `[sqrt(1/2) - 1, sqrt(2) - 1]`: the
+/// coefficients of `P`, lowest degree first, fitted by weighted least squares in f64 and rounded
+/// to f32. Relative error of the whole `ln` at most about 3 ulp (`ln_matches_f64_everywhere`).
+const LN1P_P: [f32; 7] = [
+    0.333_339_66,
+    -0.250_012_73,
+    0.199_612_35,
+    -0.165_786_36,
+    0.149_329_62,
+    -0.142_649_62,
+    0.086_489_12,
+];
+/// `ln 2` split so that `k * LN2_HI` is exact for `|k| <= 2^8`: the high part has 16 bits.
+const LN2_HI: f32 = 0.693_145_75;
+/// `ln 2 - LN2_HI`.
+const LN2_LO: f32 = 1.428_606_8e-6;
+
+/// Natural logarithm, the same bits on GPU and CPU.
+///
+/// Positive normal finite arguments (all this crate passes it) take the fast path; anything else
+/// (0, negative, subnormal, infinite, NaN) goes to `libm::logf`, a branch that is never taken in
+/// the kernels.
 #[inline(always)]
 pub fn ln(x: f32) -> f32 {
-    libm::logf(x)
+    if !(f32::MIN_POSITIVE..=f32::MAX).contains(&x) {
+        return libm::logf(x);
+    }
+    // x = 2^k * m with m in [sqrt(1/2), sqrt(2)): shift the bits so that the mantissa range
+    // starts at sqrt(1/2), read the exponent, and put the mantissa back above sqrt(1/2).
+    let bits = x.to_bits().wrapping_add(0x3f80_0000 - 0x3f35_04f3);
+    let k = (bits >> 23) as i32 - 0x7f;
+    let m = f32::from_bits((bits & 0x007f_ffff) + 0x3f35_04f3);
+    let f = m - 1.0;
+    let mut p = LN1P_P[6];
+    for c in LN1P_P[..6].iter().rev() {
+        p = p * f + *c;
+    }
+    let f2 = f * f;
+    let ln1p = f - 0.5 * f2 + f2 * f * p;
+    let kf = k as f32;
+    kf * LN2_HI + (kf * LN2_LO + ln1p)
 }
 
 #[cfg(target_arch = "nvptx64")]
@@ -45,9 +80,60 @@ pub fn cos(x: f32) -> f32 {
     libm::cosf(x)
 }
 
-/// Square root, correctly rounded (IEEE 754), as `sqrt.rn.f32` is on the GPU.
+/// Square root (correctly rounded here; within 2^-23 relative on the GPU).
 #[cfg(not(target_arch = "nvptx64"))]
 #[inline]
 pub fn sqrt(x: f32) -> f32 {
     libm::sqrtf(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Relative error of `ln` against f64, in units of 2^-24.
+    fn ulps(x: f32) -> f64 {
+        let exact = f64::from(x).ln();
+        let got = f64::from(ln(x));
+        if exact == 0.0 {
+            got.abs() / 2f64.powi(-24)
+        } else {
+            ((got - exact) / exact).abs() / 2f64.powi(-24)
+        }
+    }
+
+    #[test]
+    fn ln_matches_f64_everywhere_the_kernels_use_it() {
+        // Every uniform the normal transform feeds it: k * 2^-23 for k = 1 ..= 2^23.
+        let worst = (1..=1u32 << 23)
+            .map(|k| ulps(k as f32 / 8_388_608.0))
+            .fold(0.0, f64::max);
+        // The polynomial alone is within 2.5 ulp; the reduction and sum add at most one more.
+        assert!(
+            worst <= 4.0,
+            "worst relative error {worst} ulp on the uniforms"
+        );
+        // And across the rest of the positive normals, sampled at every 97th bit pattern.
+        let mut bits = f32::MIN_POSITIVE.to_bits();
+        let mut worst_all = 0f64;
+        while bits < f32::MAX.to_bits() {
+            worst_all = worst_all.max(ulps(f32::from_bits(bits)));
+            bits += 97;
+        }
+        assert!(worst_all <= 4.0, "worst relative error {worst_all} ulp");
+    }
+
+    #[test]
+    fn ln_handles_the_edges() {
+        assert_eq!(ln(1.0), 0.0);
+        assert!((ln(core::f32::consts::E) - 1.0).abs() < 2e-7);
+        assert!((f64::from(ln(1e-10)) - (1e-10f64).ln()).abs() < 1e-5);
+        assert_eq!(ln(0.0), f32::NEG_INFINITY);
+        assert!(ln(-1.0).is_nan() && ln(f32::NAN).is_nan());
+        assert_eq!(ln(f32::INFINITY), f32::INFINITY);
+        assert!(
+            (f64::from(ln(1e-40)) - (1e-40f64).ln()).abs() < 1e-4,
+            "subnormal"
+        );
+    }
 }

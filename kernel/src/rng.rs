@@ -28,9 +28,11 @@ use crate::philox::{Ctr, Key, philox4x32_10};
 /// Counter word 0 of the row's acceptance uniform: a quad index no element can have.
 pub const UNIFORM_QUAD: u32 = u32::MAX;
 
-/// 2^-24: the spacing of the uniforms, which keep the top 24 bits of a word (an `f32` has a
-/// 24-bit significand, so every such value is exact).
-pub const TWO_POW_NEG_24: f32 = 1.0 / 16_777_216.0;
+/// The bits of 1.0f32: OR-ing 23 random bits into its mantissa gives a float uniform on
+/// `[1, 2)`, exactly, with two integer operations and no int-to-float conversion.
+const ONE_BITS: u32 = 0x3f80_0000;
+/// The bits of 2.0f32: the same trick gives a uniform on `[2, 4)`.
+const TWO_BITS: u32 = 0x4000_0000;
 
 /// The Philox key of a seed: the low 32 bits first.
 #[inline(always)]
@@ -44,29 +46,35 @@ pub fn counter(quad: u32, row: u32, step: u64) -> Ctr {
     [quad, row, step as u32, (step >> 32) as u32]
 }
 
-/// A uniform on `[0, 1)` from the top 24 bits of `bits`: one of the 2^24 values `k * 2^-24`.
+/// A uniform on `[0, 1)` from the top 23 bits of `bits`: one of the 2^23 values `k * 2^-23`.
 #[inline(always)]
 pub fn uniform(bits: u32) -> f32 {
-    (bits >> 8) as f32 * TWO_POW_NEG_24
+    f32::from_bits(ONE_BITS | (bits >> 9)) - 1.0
 }
 
-/// A uniform on `(0, 1]`: [`uniform`] shifted up by one step, so its logarithm is finite.
+/// A uniform on `(0, 1]`: `2 - [1, 2)`, so its logarithm is finite.
 #[inline(always)]
 pub fn uniform_nonzero(bits: u32) -> f32 {
-    ((bits >> 8) + 1) as f32 * TWO_POW_NEG_24
+    2.0 - f32::from_bits(ONE_BITS | (bits >> 9))
+}
+
+/// A uniform angle on `[-pi, pi)`: `pi * ([2, 4) - 3)`.
+#[inline(always)]
+pub fn uniform_angle(bits: u32) -> f32 {
+    core::f32::consts::PI * (f32::from_bits(TWO_BITS | (bits >> 9)) - 3.0)
 }
 
 /// Two independent standard normals from two words, by the Box–Muller transform:
-/// `r = sqrt(-2 ln u1)`, `theta = 2 pi u2 - pi`, normals `(r cos theta, r sin theta)`.
+/// `r = sqrt(-2 ln u1)`, `theta` uniform on `[-pi, pi)`, normals `(r cos theta, r sin theta)`.
 ///
 /// The angle is centred on `[-pi, pi)`, the range where the GPU's `sin/cos.approx` are most
-/// accurate. With 24-bit uniforms, `u1 >= 2^-24`, so `|z| <= sqrt(2 * 24 ln 2) ~= 5.77`: the
-/// tails beyond 5.77 standard deviations (probability 8e-9) are cut off, which no test of a few
-/// million draws can see and no MCMC proposal cares about.
+/// accurate. With 23-bit uniforms, `u1 >= 2^-23`, so `|z| <= sqrt(2 * 23 ln 2) ~= 5.65`: the
+/// tails beyond 5.65 standard deviations (probability 1.6e-8) are cut off, which no test of a
+/// few million draws can see and no MCMC proposal cares about.
 #[inline(always)]
 pub fn box_muller(a: u32, b: u32) -> [f32; 2] {
     let r = math::sqrt(-2.0 * math::ln(uniform_nonzero(a)));
-    let theta = core::f32::consts::TAU * uniform(b) - core::f32::consts::PI;
+    let theta = uniform_angle(b);
     [r * math::cos(theta), r * math::sin(theta)]
 }
 
@@ -125,6 +133,10 @@ mod tests {
         assert!((var - 1.0 / 12.0).abs() < 5.0 * se_var, "variance {var}");
         // Both ends of the range are reached at this sample size (P(miss) ~ e^-64 each
         // for the bottom and top 1/16384 of the interval).
+        assert!(uniform(0) == 0.0 && uniform(u32::MAX) == 1.0 - 2f32.powi(-23));
+        assert!(uniform_nonzero(u32::MAX) == 2f32.powi(-23) && uniform_nonzero(0) == 1.0);
+        let (a0, a1) = (uniform_angle(0), uniform_angle(u32::MAX));
+        assert!(a0 == -core::f32::consts::PI && a1 < core::f32::consts::PI && a1 > 3.14159);
         let (lo, hi) = all
             .iter()
             .fold((1f32, 0f32), |(lo, hi), &u| (lo.min(u), hi.max(u)));
@@ -152,8 +164,8 @@ mod tests {
             (m4 - 3.0).abs() < 5.0 * (96.0 / n as f64).sqrt(),
             "fourth moment {m4}"
         );
-        // The Box-Muller bound: |z| <= sqrt(-2 ln 2^-24) (see `box_muller`).
-        let bound = (48.0f32 * core::f32::consts::LN_2).sqrt();
+        // The Box-Muller bound: |z| <= sqrt(-2 ln 2^-23) (see `box_muller`).
+        let bound = (46.0f32 * core::f32::consts::LN_2).sqrt();
         assert!(all.iter().all(|z| z.abs() <= bound * (1.0 + 1e-6)));
         // About 0.27 % of N(0,1) lies beyond 3: with 2^20 draws, expect ~2831 (sd ~53).
         let beyond3 = all.iter().filter(|z| z.abs() > 3.0).count() as f64;
