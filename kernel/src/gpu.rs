@@ -296,8 +296,8 @@ struct RowSlot {
     lane_in_group: usize,
     /// Lanes per group.
     g: usize,
-    /// The row's acceptance uniform (meaningful only if `live`).
-    uniform: f32,
+    /// `log(max(u, 1e-10))` of the row's acceptance uniform (meaningful only if `live`).
+    log_u: f32,
 }
 
 /// Pass 1 for one quad: load `x`, draw or read `eps`, propose, and return `(x, p, term sum)`.
@@ -349,7 +349,9 @@ unsafe fn store_row_quad(args: &StepArgs, row: usize, q: usize, v: [f32; 4]) {
 }
 
 /// One row whose quads fit in registers: at most `Q` quads per lane. The proposal is computed
-/// once, kept, and written if accepted.
+/// once, kept, and written if accepted. The current state is kept too when `Q` is small; with
+/// 8 quads per lane that would be 64 registers of row data, so a rejected row re-reads its `x`
+/// instead (from L1: the lane read it moments before).
 ///
 /// # Safety
 /// `Q >= mh::quads_per_lane(dim)`; see the entry points.
@@ -360,6 +362,7 @@ unsafe fn row_resident<N: Noise, const Q: usize>(
     slot: RowSlot,
 ) -> bool {
     let n_quads = mh::quads_per_row(args.dim);
+    let keep_x = Q <= 2;
     let mut xs = [[0.0f32; 4]; Q];
     let mut ps = [[0.0f32; 4]; Q];
     let mut partial = 0.0f32;
@@ -370,7 +373,9 @@ unsafe fn row_resident<N: Noise, const Q: usize>(
         if slot.live && q < n_quads {
             // SAFETY: row < batch (live) and q < n_quads.
             let (xq, p, sum) = unsafe { propose_quad(args, noise, slot.row, q) };
-            xs[k] = xq;
+            if keep_x {
+                xs[k] = xq;
+            }
             ps[k] = p;
             partial += sum;
         }
@@ -379,8 +384,23 @@ unsafe fn row_resident<N: Noise, const Q: usize>(
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
+            let out = if accept {
+                ps[k]
+            } else if keep_x {
+                xs[k]
+            } else {
+                let vector = args.dim % QUAD == 0;
+                // SAFETY: as in `propose_quad`: quad q of row `row` lies inside x.
+                unsafe {
+                    load_quad(
+                        args.x.add(slot.row * args.dim + QUAD * q),
+                        mh::valid_in_quad(args.dim, q),
+                        vector,
+                    )
+                }
+            };
             // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
-            unsafe { store_row_quad(args, slot.row, q, if accept { ps[k] } else { xs[k] }) };
+            unsafe { store_row_quad(args, slot.row, q, out) };
         }
     }
     accept
@@ -420,7 +440,7 @@ unsafe fn row_streaming<N: Noise>(args: &StepArgs, noise: &N, slot: RowSlot) -> 
 #[inline(always)]
 fn decide(partial: f32, slot: RowSlot) -> bool {
     let log_alpha = mh::log_alpha(group_sum(partial, slot.g));
-    slot.live && mh::accept(mh::log_uniform(slot.uniform), log_alpha)
+    slot.live && mh::accept(slot.log_u, log_alpha)
 }
 
 /// The body of every entry point.
@@ -428,9 +448,10 @@ fn decide(partial: f32, slot: RowSlot) -> bool {
 /// # Thread mapping
 /// Warps take *tiles* of `tile_rows` consecutive rows (grid-stride: warp `w` of `W` takes tiles
 /// `w, w + W, ...`). At the start of a tile, lane `l < tile_rows` fetches the acceptance uniform
-/// of the tile's row `l` (one Philox call or one coalesced load serves up to 32 rows). The warp
+/// of the tile's row `l` and takes its log (one Philox call or one coalesced load, and one `ln`,
+/// serve up to 32 rows). The warp
 /// then walks the tile `32 / G` rows at a time: group `i` of the warp (lanes `iG .. iG + G`) takes the next row,
-/// gets its uniform from the lane that fetched it (`shfl.sync.idx`), and does the row
+/// gets its `log u` from the lane that fetched it (`shfl.sync.idx`), and does the row
 /// (register-resident when `Q > 0`, streamed twice when `Q == 0`).
 ///
 /// # Safety
@@ -449,9 +470,10 @@ unsafe fn step_tiles<N: Noise, const Q: usize>(args: &StepArgs, noise: &N) {
     let mut tile = warp * tile_rows;
     while tile < args.batch {
         let my_uniform_row = tile + lane;
-        let tile_uniform = if lane < tile_rows && my_uniform_row < args.batch {
+        // The log of the uniform, so that its cost too is shared by the tile.
+        let tile_log_u = if lane < tile_rows && my_uniform_row < args.batch {
             // SAFETY: the row is inside the batch.
-            unsafe { noise.uniform(my_uniform_row) }
+            mh::log_uniform(unsafe { noise.uniform(my_uniform_row) })
         } else {
             0.0
         };
@@ -464,7 +486,7 @@ unsafe fn step_tiles<N: Noise, const Q: usize>(args: &StepArgs, noise: &N) {
                 live: row < args.batch,
                 lane_in_group,
                 g,
-                uniform: shfl_idx(tile_uniform, in_tile as u32),
+                log_u: shfl_idx(tile_log_u, in_tile as u32),
             };
             // SAFETY: forwarded from the entry point's contract; `Q` was chosen by the host
             // from `dim` (see `Variant`).
