@@ -300,7 +300,8 @@ struct RowSlot {
     log_u: f32,
 }
 
-/// Pass 1 for one quad: load `x`, draw or read `eps`, propose, and return `(x, p, term sum)`.
+/// Pass 1 for one quad: load `x`, draw or read `eps`, propose, add the quad's terms to the
+/// lane's `partial` sum, and return `(x, p, partial)`.
 ///
 /// # Safety
 /// `slot.row < batch` and `q < quads_per_row(dim)`.
@@ -310,6 +311,7 @@ unsafe fn propose_quad<N: Noise>(
     noise: &N,
     row: usize,
     q: usize,
+    partial: f32,
 ) -> ([f32; 4], [f32; 4], f32) {
     let valid = mh::valid_in_quad(args.dim, q);
     let vector = args.dim % QUAD == 0;
@@ -327,7 +329,7 @@ unsafe fn propose_quad<N: Noise>(
         )
     };
     let p = mh::propose(xq, eps, args.step_size);
-    (xq, p, mh::quad_term_sum(xq, p, mq, ivq, valid))
+    (xq, p, mh::add_quad_terms(partial, xq, p, mq, ivq, valid))
 }
 
 /// Writes quad `q` of the new row.
@@ -372,12 +374,12 @@ unsafe fn row_resident<N: Noise, const Q: usize>(
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
             // SAFETY: row < batch (live) and q < n_quads.
-            let (xq, p, sum) = unsafe { propose_quad(args, noise, slot.row, q) };
+            let (xq, p, sum) = unsafe { propose_quad(args, noise, slot.row, q, partial) };
             if keep_x {
                 xs[k] = xq;
             }
             ps[k] = p;
-            partial += sum;
+            partial = sum;
         }
     }
     let accept = decide(partial, slot);
@@ -419,7 +421,7 @@ unsafe fn row_streaming<N: Noise>(args: &StepArgs, noise: &N, slot: RowSlot) -> 
     let mut q = slot.lane_in_group;
     while slot.live && q < n_quads {
         // SAFETY: row < batch (live) and q < n_quads.
-        partial += unsafe { propose_quad(args, noise, slot.row, q) }.2;
+        partial = unsafe { propose_quad(args, noise, slot.row, q, partial) }.2;
         q += slot.g;
     }
     let accept = decide(partial, slot);
@@ -427,7 +429,7 @@ unsafe fn row_streaming<N: Noise>(args: &StepArgs, noise: &N, slot: RowSlot) -> 
     while slot.live && q < n_quads {
         // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
         unsafe {
-            let (xq, p, _) = propose_quad(args, noise, slot.row, q);
+            let (xq, p, _) = propose_quad(args, noise, slot.row, q, 0.0);
             store_row_quad(args, slot.row, q, if accept { p } else { xq });
         }
         q += slot.g;

@@ -12,6 +12,8 @@
 //! how they become uniforms and normals) → [`math`] (ln/sin/cos/sqrt per target) → [`mh`] (the
 //! step of one row) → `gpu` (threads, warps, entry points).
 #![no_std]
+// `core_float_math`: `core::f32::math::mul_add`, a fused multiply-add available without std.
+#![feature(core_float_math)]
 #![cfg_attr(
     target_arch = "nvptx64",
     feature(abi_ptx, asm_experimental_arch, stdarch_nvptx)

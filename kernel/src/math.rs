@@ -3,11 +3,14 @@
 //! `core` has none of them (they live in `std`, which does not exist on the GPU), so this module
 //! provides them, chosen by measurement (see `bench/NOTES.md`):
 //!
-//! - [`ln`] is written here in plain `f32` multiplications and additions: a range reduction by
-//!   bit manipulation and a degree-6 polynomial, no division, no branch on the common path.
-//!   rustc emits `mul.rn`/`add.rn` on the GPU (no contraction into `fma`), so it gives the same
-//!   bits on the GPU and the CPU. It replaced `libm::logf`, whose division and special-case
-//!   branches made it the largest part of the Box–Muller transform on the H200.
+//! - [`fma`] is the fused multiply-add `a * b + c` with one rounding: one `FFMA` instruction on
+//!   the GPU, and the same bits on the CPU. rustc never fuses a multiplication and an addition on
+//!   its own (it emits `mul.rn` and `add.rn`, which ptxas may not contract), so every fusion in
+//!   this crate is written out, and GPU and CPU round identically.
+//! - [`ln`] is written here with [`fma`], additions and multiplications: a range reduction by
+//!   bit manipulation and a degree-6 polynomial, no division, no branch on the common path: the
+//!   same bits on the GPU and the CPU. It replaced `libm::logf`, whose division and
+//!   special-case branches made it the largest part of the Box–Muller transform on the H200.
 //! - `sin`, `cos` and `sqrt` are the GPU's special function unit instructions `sin.approx.f32`,
 //!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, see [`crate::gpu`]): one instruction
 //!   each, at 16 per clock per SM beside the 128 FP32 lanes. On the CPU they are `libm`'s.
@@ -37,6 +40,13 @@ const LN2_HI: f32 = 0.693_145_75;
 /// `ln 2 - LN2_HI`.
 const LN2_LO: f32 = 1.428_606_8e-6;
 
+/// `a * b + c` rounded once (IEEE 754 fusedMultiplyAdd): `fma.rn.f32` on the GPU, `fmaf` on the
+/// CPU.
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    core::f32::math::mul_add(a, b, c)
+}
+
 /// Natural logarithm, the same bits on GPU and CPU.
 ///
 /// Positive normal finite arguments (all this crate passes it) take the fast path; anything else
@@ -55,12 +65,12 @@ pub fn ln(x: f32) -> f32 {
     let f = m - 1.0;
     let mut p = LN1P_P[6];
     for c in LN1P_P[..6].iter().rev() {
-        p = p * f + *c;
+        p = fma(p, f, *c);
     }
     let f2 = f * f;
-    let ln1p = f - 0.5 * f2 + f2 * f * p;
+    let ln1p = fma(f2 * f, p, fma(-0.5, f2, f));
     let kf = k as f32;
-    kf * LN2_HI + (kf * LN2_LO + ln1p)
+    fma(kf, LN2_HI, fma(kf, LN2_LO, ln1p))
 }
 
 #[cfg(target_arch = "nvptx64")]
