@@ -298,7 +298,6 @@ fn row_step(
     for q in 0..mh::quads_per_row(dim) {
         let xq = quad_of(x, q);
         let p = mh::propose(xq, eps(q), step_size);
-        let valid = mh::valid_in_quad(dim, q);
         let lane = q % g;
         partials[lane] = mh::add_quad_terms(
             partials[lane],
@@ -306,7 +305,6 @@ fn row_step(
             p,
             quad_of(target.mu(), q),
             quad_of(target.inv_var(), q),
-            valid,
         );
     }
     let log_alpha = mh::log_alpha(mh::group_sum_emulated(&partials[..g]));

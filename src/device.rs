@@ -99,9 +99,10 @@ impl Gpu {
         let kernels = Variant::ALL
             .iter()
             .map(|v| {
+                let (rng, caller_noise) = v.entry_points();
                 Ok(StepKernels {
-                    rng: module.load_function(v.entry_point(false))?,
-                    caller_noise: module.load_function(v.entry_point(true))?,
+                    rng: module.load_function(rng)?,
+                    caller_noise: module.load_function(caller_noise)?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -280,10 +281,7 @@ impl Gpu {
         target.check_shape(chains.shape)?;
         let shape = chains.shape;
         let variant = Variant::for_dim(shape.dim());
-        let kernels = &self.kernels[Variant::ALL
-            .iter()
-            .position(|v| *v == variant)
-            .expect("every variant loaded")];
+        let kernels = &self.kernels[variant.index()];
         let (config, tile_rows) = self.layout(shape);
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
         let function = match draws {

@@ -179,14 +179,16 @@ unsafe fn store_v4(ptr: *mut f32, v: [f32; 4]) {
 }
 
 /// Loads the `valid` leading elements of the quad at `ptr` (the rest are 0): one vector load
-/// when `vector`, else element by element.
+/// when `V4` (every quad full and 16-byte aligned), else element by element.
+///
+/// `V4` is a compile-time parameter so that the choice costs nothing in the hot loop: each
+/// entry point exists in both forms and the host picks by `dim % 4`.
 ///
 /// # Safety
-/// `ptr .. ptr + valid` must be readable; if `vector`, `valid` must be 4 and `ptr` 16-byte
-/// aligned.
+/// `ptr .. ptr + valid` must be readable; if `V4`, `valid` must be 4 and `ptr` 16-byte aligned.
 #[inline(always)]
-unsafe fn load_quad(ptr: *const f32, valid: usize, vector: bool) -> [f32; 4] {
-    if vector {
+unsafe fn load_quad<const V4: bool>(ptr: *const f32, valid: usize) -> [f32; 4] {
+    if V4 {
         // SAFETY: forwarded from the caller.
         return unsafe { load_v4(ptr) };
     }
@@ -200,14 +202,14 @@ unsafe fn load_quad(ptr: *const f32, valid: usize, vector: bool) -> [f32; 4] {
     v
 }
 
-/// Stores the `valid` leading elements of `v` at `ptr`.
+/// Stores the `valid` leading elements of `v` at `ptr` (one vector store when `V4`).
 ///
 /// # Safety
-/// `ptr .. ptr + valid` must be writable and written by no other thread; if `vector`, `valid`
-/// must be 4 and `ptr` 16-byte aligned.
+/// `ptr .. ptr + valid` must be writable and written by no other thread; if `V4`, `valid` must
+/// be 4 and `ptr` 16-byte aligned.
 #[inline(always)]
-unsafe fn store_quad(ptr: *mut f32, v: [f32; 4], valid: usize, vector: bool) {
-    if vector {
+unsafe fn store_quad<const V4: bool>(ptr: *mut f32, v: [f32; 4], valid: usize) {
+    if V4 {
         // SAFETY: forwarded from the caller.
         return unsafe { store_v4(ptr, v) };
     }
@@ -224,8 +226,8 @@ trait Noise {
     /// The standard normals of quad `quad` of `row` (`valid` of them are used).
     ///
     /// # Safety
-    /// For caller noise: `row < batch` and the quad inside the row (see the entry points).
-    unsafe fn quad(&self, row: usize, quad: usize, valid: usize, vector: bool) -> [f32; 4];
+    /// For caller noise: `row < batch`, the quad inside the row, and `V4` only if aligned.
+    unsafe fn quad<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4];
     /// The acceptance uniform of `row`.
     ///
     /// # Safety
@@ -241,7 +243,7 @@ struct PhiloxNoise {
 
 impl Noise for PhiloxNoise {
     #[inline(always)]
-    unsafe fn quad(&self, row: usize, quad: usize, _valid: usize, _vector: bool) -> [f32; 4] {
+    unsafe fn quad<const V4: bool>(&self, row: usize, quad: usize, _valid: usize) -> [f32; 4] {
         rng::normal_quad(self.key, row as u32, self.step, quad as u32)
     }
     #[inline(always)]
@@ -259,9 +261,9 @@ struct CallerNoise {
 
 impl Noise for CallerNoise {
     #[inline(always)]
-    unsafe fn quad(&self, row: usize, quad: usize, valid: usize, vector: bool) -> [f32; 4] {
+    unsafe fn quad<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4] {
         // SAFETY: the quad lies in row `row` of the [batch, dim] noise buffer.
-        unsafe { load_quad(self.noise.add(row * self.dim + QUAD * quad), valid, vector) }
+        unsafe { load_quad::<V4>(self.noise.add(row * self.dim + QUAD * quad), valid) }
     }
     #[inline(always)]
     unsafe fn uniform(&self, row: usize) -> f32 {
@@ -284,6 +286,53 @@ struct StepArgs {
     tile_rows: usize,
 }
 
+impl StepArgs {
+    /// The target's `(mu, inv_var)` for quad `q`, zero-padded past `dim` (so the padded
+    /// elements' terms vanish, see [`mh::add_quad_terms`]).
+    ///
+    /// # Safety
+    /// `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0`.
+    #[inline(always)]
+    unsafe fn target_quad<const V4: bool>(&self, q: usize) -> ([f32; 4], [f32; 4]) {
+        let valid = mh::valid_in_quad(self.dim, q);
+        // SAFETY: the quad lies inside mu and inv_var, both of length dim; buffers from
+        // cuMemAlloc are 256-byte aligned, so quads are 16-byte aligned.
+        unsafe {
+            (
+                load_quad::<V4>(self.mu.add(QUAD * q), valid),
+                load_quad::<V4>(self.inv_var.add(QUAD * q), valid),
+            )
+        }
+    }
+
+    /// Quad `q` of the current state of `row`.
+    ///
+    /// # Safety
+    /// `row < batch`, `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0` (rows then
+    /// start 16-byte aligned).
+    #[inline(always)]
+    unsafe fn x_quad<const V4: bool>(&self, row: usize, q: usize) -> [f32; 4] {
+        // SAFETY: the quad lies inside row `row` of x.
+        unsafe {
+            load_quad::<V4>(
+                self.x.add(row * self.dim + QUAD * q),
+                mh::valid_in_quad(self.dim, q),
+            )
+        }
+    }
+
+    /// Writes quad `q` of the new state of `row`.
+    ///
+    /// # Safety
+    /// As [`Self::x_quad`], and this lane is the quad's only writer.
+    #[inline(always)]
+    unsafe fn store_x_new<const V4: bool>(&self, row: usize, q: usize, v: [f32; 4]) {
+        let at = row * self.dim + QUAD * q;
+        // SAFETY: x_new has the shape of x.
+        unsafe { store_quad::<V4>(self.x_new.add(at), v, mh::valid_in_quad(self.dim, q)) }
+    }
+}
+
 /// What a lane needs to know about the row its group is working on.
 #[derive(Clone, Copy)]
 struct RowSlot {
@@ -304,78 +353,68 @@ struct RowSlot {
 /// lane's `partial` sum, and return `(x, p, partial)`.
 ///
 /// # Safety
-/// `slot.row < batch` and `q < quads_per_row(dim)`.
+/// `row < batch`, `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0`.
 #[inline(always)]
-unsafe fn propose_quad<N: Noise>(
+unsafe fn propose_quad<N: Noise, const V4: bool>(
     args: &StepArgs,
     noise: &N,
     row: usize,
     q: usize,
+    target: ([f32; 4], [f32; 4]),
     partial: f32,
 ) -> ([f32; 4], [f32; 4], f32) {
-    let valid = mh::valid_in_quad(args.dim, q);
-    let vector = args.dim % QUAD == 0;
-    let first = QUAD * q;
-    // SAFETY: quad q of row `row` lies inside x (row < batch, first + valid <= dim), and inside
-    // mu and inv_var (first + valid <= dim). Rows start 16-byte aligned exactly when dim is a
-    // multiple of 4 (buffers from cuMemAlloc are 256-byte aligned): then `vector` loads are
-    // aligned.
-    let (xq, eps, mq, ivq) = unsafe {
+    // SAFETY: forwarded from the caller.
+    let (xq, eps) = unsafe {
         (
-            load_quad(args.x.add(row * args.dim + first), valid, vector),
-            noise.quad(row, q, valid, vector),
-            load_quad(args.mu.add(first), valid, vector),
-            load_quad(args.inv_var.add(first), valid, vector),
+            args.x_quad::<V4>(row, q),
+            noise.quad::<V4>(row, q, mh::valid_in_quad(args.dim, q)),
         )
     };
     let p = mh::propose(xq, eps, args.step_size);
-    (xq, p, mh::add_quad_terms(partial, xq, p, mq, ivq, valid))
-}
-
-/// Writes quad `q` of the new row.
-///
-/// # Safety
-/// `row < batch`, `q < quads_per_row(dim)`, and this lane is the quad's only writer.
-#[inline(always)]
-unsafe fn store_row_quad(args: &StepArgs, row: usize, q: usize, v: [f32; 4]) {
-    let valid = mh::valid_in_quad(args.dim, q);
-    // SAFETY: as in `propose_quad`; x_new has the shape of x.
-    unsafe {
-        store_quad(
-            args.x_new.add(row * args.dim + QUAD * q),
-            v,
-            valid,
-            args.dim % QUAD == 0,
-        )
-    }
+    (
+        xq,
+        p,
+        mh::add_quad_terms(partial, xq, p, target.0, target.1),
+    )
 }
 
 /// One row whose quads fit in registers: at most `Q` quads per lane. The proposal is computed
-/// once, kept, and written if accepted. The current state is kept too when `Q` is small; with
-/// 8 quads per lane that would be 64 registers of row data, so a rejected row re-reads its `x`
-/// instead (from L1: the lane read it moments before).
+/// once, kept, and written if accepted.
+///
+/// With `Q = 2` the lane also keeps its `x` quads, and the target's quads come preloaded in
+/// `targets` (a lane's quads are the same in every row, so they are loaded once per launch).
+/// With `Q = 8` that would be 64 more registers, so a rejected row re-reads its `x` (from L1:
+/// the lane read it moments before) and the target is loaded per quad (L1 hits).
 ///
 /// # Safety
-/// `Q >= mh::quads_per_lane(dim)`; see the entry points.
+/// `Q >= mh::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
 #[inline(always)]
-unsafe fn row_resident<N: Noise, const Q: usize>(
+unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     args: &StepArgs,
     noise: &N,
     slot: RowSlot,
+    targets: &[([f32; 4], [f32; 4]); Q],
 ) -> bool {
+    let small = Q <= 2;
     let n_quads = mh::quads_per_row(args.dim);
-    let keep_x = Q <= 2;
     let mut xs = [[0.0f32; 4]; Q];
     let mut ps = [[0.0f32; 4]; Q];
     let mut partial = 0.0f32;
-    // A loop with a constant trip count, unrolled: the arrays are indexed by constants and stay
+    // Loops with a constant trip count, unrolled: the arrays are indexed by constants and stay
     // in registers (a run-time index would send them to local memory).
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
             // SAFETY: row < batch (live) and q < n_quads.
-            let (xq, p, sum) = unsafe { propose_quad(args, noise, slot.row, q, partial) };
-            if keep_x {
+            let target = if small {
+                targets[k]
+            } else {
+                unsafe { args.target_quad::<V4>(q) }
+            };
+            // SAFETY: as above.
+            let (xq, p, sum) =
+                unsafe { propose_quad::<N, V4>(args, noise, slot.row, q, target, partial) };
+            if small {
                 xs[k] = xq;
             }
             ps[k] = p;
@@ -388,21 +427,14 @@ unsafe fn row_resident<N: Noise, const Q: usize>(
         if slot.live && q < n_quads {
             let out = if accept {
                 ps[k]
-            } else if keep_x {
+            } else if small {
                 xs[k]
             } else {
-                let vector = args.dim % QUAD == 0;
-                // SAFETY: as in `propose_quad`: quad q of row `row` lies inside x.
-                unsafe {
-                    load_quad(
-                        args.x.add(slot.row * args.dim + QUAD * q),
-                        mh::valid_in_quad(args.dim, q),
-                        vector,
-                    )
-                }
+                // SAFETY: row < batch and q < n_quads.
+                unsafe { args.x_quad::<V4>(slot.row, q) }
             };
             // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
-            unsafe { store_row_quad(args, slot.row, q, out) };
+            unsafe { args.store_x_new::<V4>(slot.row, q, out) };
         }
     }
     accept
@@ -413,15 +445,22 @@ unsafe fn row_resident<N: Noise, const Q: usize>(
 /// pass 2 comes mostly from cache, since the group read it moments before.
 ///
 /// # Safety
-/// See the entry points.
+/// `V4` only if `dim % 4 == 0`; see the entry points.
 #[inline(always)]
-unsafe fn row_streaming<N: Noise>(args: &StepArgs, noise: &N, slot: RowSlot) -> bool {
+unsafe fn row_streaming<N: Noise, const V4: bool>(
+    args: &StepArgs,
+    noise: &N,
+    slot: RowSlot,
+) -> bool {
     let n_quads = mh::quads_per_row(args.dim);
     let mut partial = 0.0f32;
     let mut q = slot.lane_in_group;
     while slot.live && q < n_quads {
         // SAFETY: row < batch (live) and q < n_quads.
-        partial = unsafe { propose_quad(args, noise, slot.row, q, partial) }.2;
+        partial = unsafe {
+            let target = args.target_quad::<V4>(q);
+            propose_quad::<N, V4>(args, noise, slot.row, q, target, partial).2
+        };
         q += slot.g;
     }
     let accept = decide(partial, slot);
@@ -429,8 +468,17 @@ unsafe fn row_streaming<N: Noise>(args: &StepArgs, noise: &N, slot: RowSlot) -> 
     while slot.live && q < n_quads {
         // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
         unsafe {
-            let (xq, p, _) = propose_quad(args, noise, slot.row, q, 0.0);
-            store_row_quad(args, slot.row, q, if accept { p } else { xq });
+            let out = if accept {
+                let valid = mh::valid_in_quad(args.dim, q);
+                mh::propose(
+                    args.x_quad::<V4>(slot.row, q),
+                    noise.quad::<V4>(slot.row, q, valid),
+                    args.step_size,
+                )
+            } else {
+                args.x_quad::<V4>(slot.row, q)
+            };
+            args.store_x_new::<V4>(slot.row, q, out);
         }
         q += slot.g;
     }
@@ -451,15 +499,15 @@ fn decide(partial: f32, slot: RowSlot) -> bool {
 /// Warps take *tiles* of `tile_rows` consecutive rows (grid-stride: warp `w` of `W` takes tiles
 /// `w, w + W, ...`). At the start of a tile, lane `l < tile_rows` fetches the acceptance uniform
 /// of the tile's row `l` and takes its log (one Philox call or one coalesced load, and one `ln`,
-/// serve up to 32 rows). The warp
-/// then walks the tile `32 / G` rows at a time: group `i` of the warp (lanes `iG .. iG + G`) takes the next row,
-/// gets its `log u` from the lane that fetched it (`shfl.sync.idx`), and does the row
-/// (register-resident when `Q > 0`, streamed twice when `Q == 0`).
+/// serve up to 32 rows). The warp then walks the tile `32 / G` rows at a time: group `i` of the
+/// warp (lanes `iG .. iG + G`) takes the next row, gets its `log u` from the lane that fetched
+/// it (`shfl.sync.idx`), and does the row (register-resident when `Q > 0`, streamed twice when
+/// `Q == 0`).
 ///
 /// # Safety
 /// See the entry points.
 #[inline(always)]
-unsafe fn step_tiles<N: Noise, const Q: usize>(args: &StepArgs, noise: &N) {
+unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, noise: &N) {
     let g = mh::group_width(args.dim);
     let rows_at_once = WARP_SIZE / g;
     let lane = lane_id();
@@ -467,6 +515,20 @@ unsafe fn step_tiles<N: Noise, const Q: usize>(args: &StepArgs, noise: &N) {
     let warps_per_block = block_dim_x() / WARP_SIZE;
     let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
     let warps = grid_dim_x() * warps_per_block;
+
+    // A lane owns the same quads of every row it works on, so with small Q their target values
+    // are loaded once here and kept in registers for the whole launch.
+    let n_quads = mh::quads_per_row(args.dim);
+    let mut targets = [([0.0f32; 4], [0.0f32; 4]); Q];
+    if Q <= 2 {
+        for (k, target) in targets.iter_mut().enumerate() {
+            let q = lane_in_group + k * g;
+            if q < n_quads {
+                // SAFETY: q < n_quads; V4 only when dim % 4 == 0 (the host's choice).
+                *target = unsafe { args.target_quad::<V4>(q) };
+            }
+        }
+    }
 
     let tile_rows = args.tile_rows;
     let mut tile = warp * tile_rows;
@@ -490,13 +552,13 @@ unsafe fn step_tiles<N: Noise, const Q: usize>(args: &StepArgs, noise: &N) {
                 g,
                 log_u: shfl_idx(tile_log_u, in_tile as u32),
             };
-            // SAFETY: forwarded from the entry point's contract; `Q` was chosen by the host
-            // from `dim` (see `Variant`).
+            // SAFETY: forwarded from the entry point's contract; `Q` and `V4` were chosen by
+            // the host from `dim` (see `Variant`).
             let accept = unsafe {
                 if Q == 0 {
-                    row_streaming(args, noise, slot)
+                    row_streaming::<N, V4>(args, noise, slot)
                 } else {
-                    row_resident::<N, Q>(args, noise, slot)
+                    row_resident::<N, Q, V4>(args, noise, slot, &targets)
                 }
             };
             if slot.live && lane_in_group == 0 {
@@ -509,10 +571,10 @@ unsafe fn step_tiles<N: Noise, const Q: usize>(args: &StepArgs, noise: &N) {
     }
 }
 
-/// Defines the entry points of one row variant: `Q` quads per lane kept in registers (0: none,
-/// the row is streamed twice).
+/// Defines the two entry points of one [`crate::Variant`]: `Q` quads per lane kept in registers
+/// (0: none, the row is streamed twice), `V4` for 16-byte loads (`dim % 4 == 0`).
 macro_rules! entry_points {
-    ($q:literal, $rng:ident, $noise:ident) => {
+    ($q:literal, $v4:literal, $rng:ident, $noise:ident) => {
         /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel.
         ///
         /// # Parameters
@@ -526,13 +588,14 @@ macro_rules! entry_points {
         ///   `step_tiles`); the results do not depend on it, only the speed does.
         ///
         /// # Thread mapping
-        /// See `step_tiles`: tiles of 32 rows per warp, a group of `G = group_width(dim)` lanes
+        /// See `step_tiles`: tiles of rows per warp, a group of `G = group_width(dim)` lanes
         /// per row, lane `j` of a group owning quads `j, j + G, ...` of its row.
         ///
         /// # Safety
-        /// The caller guarantees the buffer lengths above, `1 <= batch <= 2^32`,
-        /// `1 <= dim < 2^32`, `batch * dim` without overflow, that this variant fits the row
-        /// (`quads_per_lane(dim) <= Q`, or `Q = 0`), `tile_rows` as above, a block size that is a multiple of 32, and a
+        /// The caller guarantees the buffer lengths above, 256-byte aligned buffers,
+        /// `1 <= batch <= 2^32`, `1 <= dim < 2^32`, `batch * dim` without overflow, that this
+        /// variant fits the row (`quads_per_lane(dim) <= Q`, or `Q = 0`; `dim % 4 == 0` if
+        /// `V4`), `tile_rows` as above, a block size that is a multiple of 32, and a
         /// one-dimensional grid and block. Nothing is checked here.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $rng(
@@ -565,7 +628,7 @@ macro_rules! entry_points {
                 step,
             };
             // SAFETY: forwarded from this function's contract.
-            unsafe { step_tiles::<_, $q>(&args, &noise) }
+            unsafe { step_tiles::<_, $q, $v4>(&args, &noise) }
         }
 
         /// One Metropolis–Hastings step of every chain, with the caller's random numbers.
@@ -609,14 +672,22 @@ macro_rules! entry_points {
                 dim,
             };
             // SAFETY: forwarded from this function's contract.
-            unsafe { step_tiles::<_, $q>(&args, &noise) }
+            unsafe { step_tiles::<_, $q, $v4>(&args, &noise) }
         }
     };
 }
 
-entry_points!(2, mh_step_q2, mh_step_with_noise_q2);
-entry_points!(8, mh_step_q8, mh_step_with_noise_q8);
-entry_points!(0, mh_step_streaming, mh_step_with_noise_streaming);
+entry_points!(2, true, mh_step_q2_v4, mh_step_with_noise_q2_v4);
+entry_points!(2, false, mh_step_q2, mh_step_with_noise_q2);
+entry_points!(8, true, mh_step_q8_v4, mh_step_with_noise_q8_v4);
+entry_points!(8, false, mh_step_q8, mh_step_with_noise_q8);
+entry_points!(
+    0,
+    true,
+    mh_step_streaming_v4,
+    mh_step_with_noise_streaming_v4
+);
+entry_points!(0, false, mh_step_streaming, mh_step_with_noise_streaming);
 
 /// Philox4x32-10 of `n` (counter, key) pairs, one per thread: the GPU side of the known-answer
 /// test.

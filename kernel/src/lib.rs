@@ -2,8 +2,9 @@
 //! chains, written once and compiled twice.
 //!
 //! - For `nvptx64-nvidia-cuda`, the root `build.rs` compiles this crate to PTX with rustc's own
-//!   NVPTX backend; the entry points (`mh_step_*` and `mh_step_with_noise_*`, one pair per
-//!   [`Variant`]) live in `gpu`, the one module that exists only on the GPU.
+//!   NVPTX backend; the entry points ([`ENTRY_POINTS`]: `mh_step_*` and
+//!   `mh_step_with_noise_*`, one pair per [`Variant`]) live in `gpu`, the one module that exists
+//!   only on the GPU.
 //! - For the host, it is an ordinary `no_std` library: the host crate's CPU reference and the
 //!   unit tests call the very same Philox, normal transform and log-density code.
 //!
@@ -30,62 +31,95 @@ pub mod rng;
 #[cfg(target_arch = "nvptx64")]
 pub mod gpu;
 
-/// The compiled versions of the step, by how much of a row a lane keeps in registers.
+/// The compiled versions of the step: by how much of a row a lane keeps in registers, and
+/// whether quads move as 16-byte vectors.
 ///
 /// Each is a pair of entry points (in-kernel random numbers; the caller's). They compute the
-/// same function: the version only sizes the register arrays, which the compiler must fix at
-/// build time. A kernel's register count is that of its largest array, and registers per thread
-/// decide how many warps an SM can hold, so short rows get a version with small arrays.
+/// same function; the version only fixes, at compile time, what the hardware needs fixed there:
+/// the size of the register arrays (a kernel's register count is that of its largest array, and
+/// registers per thread decide how many warps an SM can hold, so short rows get small arrays),
+/// and whether every quad is a full, aligned 16-byte vector (`dim % 4 == 0`), which removes all
+/// per-element bounds checks from the hot loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Variant {
-    /// Up to 2 quads per lane in registers: `dim <= 256`.
-    Q2,
-    /// Up to 8 quads per lane in registers: `dim <= 1024`.
-    Q8,
-    /// Nothing kept: two passes over the row, any `dim`.
-    Streaming,
+pub struct Variant {
+    /// Quads per lane kept in registers: 2 (`dim <= 256`), 8 (`dim <= 1024`), or 0 (nothing
+    /// kept: two passes over the row, any `dim`).
+    pub resident_quads: usize,
+    /// Quads are loaded and stored as 16-byte vectors: `dim % 4 == 0`.
+    pub vector: bool,
 }
 
 impl Variant {
-    /// Every variant.
-    pub const ALL: [Variant; 3] = [Variant::Q2, Variant::Q8, Variant::Streaming];
+    /// Every variant, in the order of [`ENTRY_POINTS`].
+    pub const ALL: [Variant; 6] = [
+        Variant {
+            resident_quads: 2,
+            vector: true,
+        },
+        Variant {
+            resident_quads: 2,
+            vector: false,
+        },
+        Variant {
+            resident_quads: 8,
+            vector: true,
+        },
+        Variant {
+            resident_quads: 8,
+            vector: false,
+        },
+        Variant {
+            resident_quads: 0,
+            vector: true,
+        },
+        Variant {
+            resident_quads: 0,
+            vector: false,
+        },
+    ];
 
-    /// The version for rows of `dim` elements: the smallest whose arrays hold
-    /// [`mh::quads_per_lane`]`(dim)` quads.
+    /// The version for rows of `dim` elements: the smallest arrays that hold
+    /// [`mh::quads_per_lane`]`(dim)` quads, vectors when `dim % 4 == 0`.
     pub fn for_dim(dim: usize) -> Self {
-        match mh::quads_per_lane(dim) {
-            0..=2 => Variant::Q2,
-            3..=mh::MAX_RESIDENT_QUADS_PER_LANE => Variant::Q8,
-            _ => Variant::Streaming,
+        let resident_quads = match mh::quads_per_lane(dim) {
+            0..=2 => 2,
+            3..=mh::MAX_RESIDENT_QUADS_PER_LANE => 8,
+            _ => 0,
+        };
+        Variant {
+            resident_quads,
+            vector: dim.is_multiple_of(mh::QUAD),
         }
     }
 
-    /// The entry point's name: random numbers drawn in the kernel, or (`caller_noise`) read
-    /// from the caller's buffers.
-    pub fn entry_point(self, caller_noise: bool) -> &'static str {
-        match (self, caller_noise) {
-            (Variant::Q2, false) => MH_STEP_Q2,
-            (Variant::Q2, true) => MH_STEP_WITH_NOISE_Q2,
-            (Variant::Q8, false) => MH_STEP_Q8,
-            (Variant::Q8, true) => MH_STEP_WITH_NOISE_Q8,
-            (Variant::Streaming, false) => MH_STEP_STREAMING,
-            (Variant::Streaming, true) => MH_STEP_WITH_NOISE_STREAMING,
-        }
+    /// This variant's position in [`Variant::ALL`] and [`ENTRY_POINTS`].
+    pub fn index(self) -> usize {
+        let by_quads = match self.resident_quads {
+            2 => 0,
+            8 => 1,
+            _ => 2,
+        };
+        2 * by_quads + usize::from(!self.vector)
+    }
+
+    /// The entry points' names: `(in-kernel random numbers, caller's random numbers)`.
+    pub fn entry_points(self) -> (&'static str, &'static str) {
+        ENTRY_POINTS[self.index()]
     }
 }
 
-/// `mh_step` for rows of up to 256 elements (random numbers drawn in the kernel).
-pub const MH_STEP_Q2: &str = "mh_step_q2";
-/// `mh_step` for rows of up to 1024 elements.
-pub const MH_STEP_Q8: &str = "mh_step_q8";
-/// `mh_step` for rows of any length.
-pub const MH_STEP_STREAMING: &str = "mh_step_streaming";
-/// `mh_step_with_noise` (the caller's random numbers) for rows of up to 256 elements.
-pub const MH_STEP_WITH_NOISE_Q2: &str = "mh_step_with_noise_q2";
-/// `mh_step_with_noise` for rows of up to 1024 elements.
-pub const MH_STEP_WITH_NOISE_Q8: &str = "mh_step_with_noise_q8";
-/// `mh_step_with_noise` for rows of any length.
-pub const MH_STEP_WITH_NOISE_STREAMING: &str = "mh_step_with_noise_streaming";
+/// The step's entry points, `(mh_step..., mh_step_with_noise...)`, one pair per
+/// [`Variant::ALL`] entry: the first draws its random numbers in the kernel, the second reads
+/// the caller's.
+pub const ENTRY_POINTS: [(&str, &str); 6] = [
+    ("mh_step_q2_v4", "mh_step_with_noise_q2_v4"),
+    ("mh_step_q2", "mh_step_with_noise_q2"),
+    ("mh_step_q8_v4", "mh_step_with_noise_q8_v4"),
+    ("mh_step_q8", "mh_step_with_noise_q8"),
+    ("mh_step_streaming_v4", "mh_step_with_noise_streaming_v4"),
+    ("mh_step_streaming", "mh_step_with_noise_streaming"),
+];
+
 /// Name of the entry point that evaluates Philox for many (counter, key) pairs (known-answer
 /// tests on the GPU).
 pub const PHILOX4X32_10_MANY: &str = "philox4x32_10_many";
@@ -96,10 +130,25 @@ mod tests {
 
     #[test]
     fn variants_hold_their_rows() {
-        assert_eq!(Variant::for_dim(1), Variant::Q2);
-        assert_eq!(Variant::for_dim(256), Variant::Q2);
-        assert_eq!(Variant::for_dim(257), Variant::Q8);
-        assert_eq!(Variant::for_dim(1024), Variant::Q8);
-        assert_eq!(Variant::for_dim(1025), Variant::Streaming);
+        let v = |dim| {
+            let v = Variant::for_dim(dim);
+            (v.resident_quads, v.vector)
+        };
+        assert_eq!(
+            [v(1), v(64), v(256), v(257), v(1024), v(1025), v(4096)],
+            [
+                (2, false),
+                (2, true),
+                (2, true),
+                (8, false),
+                (8, true),
+                (0, false),
+                (0, true)
+            ]
+        );
+        assert_eq!(
+            Variant::for_dim(33).entry_points(),
+            ("mh_step_q2", "mh_step_with_noise_q2")
+        );
     }
 }

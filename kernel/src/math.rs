@@ -49,14 +49,21 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
 
 /// Natural logarithm, the same bits on GPU and CPU.
 ///
-/// Positive normal finite arguments (all this crate passes it) take the fast path; anything else
-/// (0, negative, subnormal, infinite, NaN) goes to `libm::logf`, a branch that is never taken in
-/// the kernels.
+/// Positive normal finite arguments take the fast path ([`ln_normal`]); anything else (0,
+/// negative, subnormal, infinite, NaN) goes to `libm::logf`, a branch the kernels never take.
 #[inline(always)]
 pub fn ln(x: f32) -> f32 {
     if !(f32::MIN_POSITIVE..=f32::MAX).contains(&x) {
         return libm::logf(x);
     }
+    ln_normal(x)
+}
+
+/// [`ln`] without the domain check, for arguments known to be positive, normal and finite
+/// (the Box–Muller transform's uniforms, at least 2^-23): no branch at all. Other arguments
+/// give meaningless finite results.
+#[inline(always)]
+pub fn ln_normal(x: f32) -> f32 {
     // x = 2^k * m with m in [sqrt(1/2), sqrt(2)): shift the bits so that the mantissa range
     // starts at sqrt(1/2), read the exponent, and put the mantissa back above sqrt(1/2).
     let bits = x.to_bits().wrapping_add(0x3f80_0000 - 0x3f35_04f3);

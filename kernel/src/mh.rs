@@ -10,7 +10,8 @@
 //!   (`G` is a power of two, 1 to 32: about two quads per lane, so a warp holds `32 / G` rows
 //!   at once and no lane idles on short rows); lane `j` of the group owns quads
 //!   `j, j + G, j + 2G, ...`, so neighbouring lanes read neighbouring 16-byte quads;
-//! - each lane sums [`log_alpha_term`] over its elements, quad by quad, in order;
+//! - each lane adds the terms of its elements to its partial sum, quad by quad, in order
+//!   ([`add_quad_terms`]);
 //! - the group adds its `G` partial sums with a butterfly (xor) reduction:
 //!   [`group_sum_emulated`] is that order on the CPU;
 //! - every lane of the group then holds `log alpha` and makes the same decision ([`accept`]).
@@ -93,39 +94,35 @@ pub fn propose(x: [f32; 4], eps: [f32; 4], step_size: f32) -> [f32; 4] {
     p
 }
 
-/// One element's share of `-2 log alpha`: `(p - x) ((p - mu) + (x - mu)) / sigma^2`, with
+/// `sum` plus one element's share of `-2 log alpha`, `(p - x) (p + x - 2 mu) / sigma^2`, with
 /// `inv_var = 1 / sigma^2` computed once per target on the host.
 ///
-/// `(p - mu) + (x - mu)` rather than `p + x - 2 mu`: when `x` and `p` are close to each other but
-/// far from `mu`, the two differences are exact-ish and the sum loses nothing.
+/// Operation by operation: `d = p - x`, `t = 2 (x - mu) + d` (fused), `sum + d * t * inv_var`
+/// (the last multiply-add fused). `p + x - 2 mu` is never formed directly: when `x` and `p` are
+/// close to each other but far from `mu` (or `mu` is large), `x - mu` and `d` are nearly exact
+/// and `t` loses nothing, where `(p + x) - 2 mu` would cancel.
 #[inline(always)]
-pub fn log_alpha_term(x: f32, p: f32, mu: f32, inv_var: f32) -> f32 {
-    (p - x) * ((p - mu) + (x - mu)) * inv_var
+pub fn add_log_alpha_term(sum: f32, x: f32, p: f32, mu: f32, inv_var: f32) -> f32 {
+    let d = p - x;
+    let t = math::fma(2.0, x - mu, d);
+    math::fma(d * t, inv_var, sum)
 }
 
-/// `sum` plus the [`log_alpha_term`]s of the first `valid` elements of a quad, in element order;
-/// each term's last multiplication is fused with its addition to the sum (one rounding).
+/// `sum` plus the terms ([`add_log_alpha_term`]) of a quad's four elements, in order.
+///
+/// All four are added. The elements of a last partial quad past `dim` are loaded as zeros,
+/// `inv_var` included, so their terms are exactly zero: no per-element bounds check in the hot
+/// loop.
 #[inline(always)]
-pub fn add_quad_terms(
-    sum: f32,
-    x: [f32; 4],
-    p: [f32; 4],
-    mu: [f32; 4],
-    inv_var: [f32; 4],
-    valid: usize,
-) -> f32 {
+pub fn add_quad_terms(sum: f32, x: [f32; 4], p: [f32; 4], mu: [f32; 4], inv_var: [f32; 4]) -> f32 {
     let mut sum = sum;
     for i in 0..QUAD {
-        if i < valid {
-            let d = p[i] - x[i];
-            let t = (p[i] - mu[i]) + (x[i] - mu[i]);
-            sum = math::fma(d * t, inv_var[i], sum);
-        }
+        sum = add_log_alpha_term(sum, x[i], p[i], mu[i], inv_var[i]);
     }
     sum
 }
 
-/// `log alpha` from the row's total of [`log_alpha_term`].
+/// `log alpha` from the row's total of [`add_log_alpha_term`]'s terms.
 #[inline(always)]
 pub fn log_alpha(term_total: f32) -> f32 {
     -0.5 * term_total
@@ -233,7 +230,7 @@ mod tests {
             let valid = valid_in_quad(x.len(), q);
             let quad =
                 |a: &[f32]| core::array::from_fn(|i| if i < valid { a[4 * q + i] } else { 0.0 });
-            total = add_quad_terms(total, quad(x), quad(p), quad(mu), quad(inv_var), valid);
+            total = add_quad_terms(total, quad(x), quad(p), quad(mu), quad(inv_var));
         }
         log_alpha(total)
     }
@@ -311,7 +308,7 @@ mod tests {
         for bad in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
             let x = [bad, 0.0, 0.0, 0.0];
             let p = propose(x, [0.5; 4], 0.1);
-            let la = log_alpha(add_quad_terms(0.0, x, p, [0.0; 4], [1.0; 4], 4));
+            let la = log_alpha(add_quad_terms(0.0, x, p, [0.0; 4], [1.0; 4]));
             // Even the most favourable uniform (u = 0 -> log u = -23) must reject.
             assert!(
                 !accept(log_uniform(0.0), la),
