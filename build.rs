@@ -109,14 +109,14 @@ fn main() {
 /// it, so the PTX performance directive `.maxnreg` is added to those entry points here.
 const Q8_MAX_REGISTERS: u32 = 128;
 
-/// Adds `.maxnreg {max}` to every entry point whose name ends in `suffix`: the directive goes
+/// Adds `.maxnreg {max}` to every entry point whose name contains `marker`: the directive goes
 /// between the parameter list and the body.
-fn cap_registers(ptx: &str, suffix: &str, max: u32) -> String {
+fn cap_registers(ptx: &str, marker: &str, max: u32) -> String {
     let mut out = String::with_capacity(ptx.len() + 256);
     let mut in_capped_entry = false;
     for line in ptx.lines() {
         if line.contains(".entry ") {
-            in_capped_entry = line.trim_end().trim_end_matches('(').ends_with(suffix);
+            in_capped_entry = line.contains(marker);
         }
         if in_capped_entry && line.starts_with(')') {
             out.push_str(line);
