@@ -222,12 +222,19 @@ unsafe fn store_quad<const V4: bool>(ptr: *mut f32, v: [f32; 4], valid: usize) {
 }
 
 /// Where a step's random numbers come from: drawn in the kernel, or read from the caller.
+///
+/// Getting a quad's normals is split in two, so that memory loads can be issued early and
+/// computation done late: [`Noise::fetch`] does the loading (caller noise loads its quad;
+/// Philox has nothing to load), [`Noise::normals`] the computing (Philox draws; caller noise
+/// hands back what was fetched).
 trait Noise {
-    /// The standard normals of quad `quad` of `row` (`valid` of them are used).
+    /// Starts getting the normals of quad `quad` of `row` (`valid` of them are used).
     ///
     /// # Safety
     /// For caller noise: `row < batch`, the quad inside the row, and `V4` only if aligned.
-    unsafe fn quad<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4];
+    unsafe fn fetch<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4];
+    /// The normals of quad `quad` of `row`, given what [`Noise::fetch`] returned for it.
+    fn normals(&self, fetched: [f32; 4], row: usize, quad: usize) -> [f32; 4];
     /// The acceptance uniform of `row`.
     ///
     /// # Safety
@@ -243,7 +250,11 @@ struct PhiloxNoise {
 
 impl Noise for PhiloxNoise {
     #[inline(always)]
-    unsafe fn quad<const V4: bool>(&self, row: usize, quad: usize, _valid: usize) -> [f32; 4] {
+    unsafe fn fetch<const V4: bool>(&self, _row: usize, _quad: usize, _valid: usize) -> [f32; 4] {
+        [0.0; 4]
+    }
+    #[inline(always)]
+    fn normals(&self, _fetched: [f32; 4], row: usize, quad: usize) -> [f32; 4] {
         rng::normal_quad(self.key, row as u32, self.step, quad as u32)
     }
     #[inline(always)]
@@ -261,9 +272,13 @@ struct CallerNoise {
 
 impl Noise for CallerNoise {
     #[inline(always)]
-    unsafe fn quad<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4] {
+    unsafe fn fetch<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4] {
         // SAFETY: the quad lies in row `row` of the [batch, dim] noise buffer.
         unsafe { load_quad::<V4>(self.noise.add(row * self.dim + QUAD * quad), valid) }
+    }
+    #[inline(always)]
+    fn normals(&self, fetched: [f32; 4], _row: usize, _quad: usize) -> [f32; 4] {
+        fetched
     }
     #[inline(always)]
     unsafe fn uniform(&self, row: usize) -> f32 {
@@ -349,42 +364,102 @@ struct RowSlot {
     log_u: f32,
 }
 
-/// Pass 1 for one quad: load `x`, draw or read `eps`, propose, add the quad's terms to the
-/// lane's `partial` sum, and return `(x, p, partial)`.
-///
-/// # Safety
-/// `row < batch`, `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0`.
+/// Pass 1 for one quad, from its loaded inputs (`x` and what [`Noise::fetch`] returned): the
+/// normals, the proposal, and the quad's terms added to the lane's `partial` sum. Returns
+/// `(p, partial)`.
 #[inline(always)]
-unsafe fn propose_quad<N: Noise, const V4: bool>(
+fn propose_quad<N: Noise>(
     args: &StepArgs,
     noise: &N,
     row: usize,
     q: usize,
+    input: QuadInput,
     target: ([f32; 4], [f32; 4]),
     partial: f32,
-) -> ([f32; 4], [f32; 4], f32) {
-    // SAFETY: forwarded from the caller.
-    let (xq, eps) = unsafe {
-        (
-            args.x_quad::<V4>(row, q),
-            noise.quad::<V4>(row, q, mh::valid_in_quad(args.dim, q)),
-        )
-    };
-    let p = mh::propose(xq, eps, args.step_size);
+) -> ([f32; 4], f32) {
+    let eps = noise.normals(input.fetched, row, q);
+    let p = mh::propose(input.x, eps, args.step_size);
     (
-        xq,
         p,
-        mh::add_quad_terms(partial, xq, p, target.0, target.1),
+        mh::add_quad_terms(partial, input.x, p, target.0, target.1),
     )
+}
+
+/// What a lane loads for one quad of a row before computing: the state, and the fetched noise.
+#[derive(Clone, Copy)]
+struct QuadInput {
+    x: [f32; 4],
+    fetched: [f32; 4],
+}
+
+impl QuadInput {
+    const ZERO: QuadInput = QuadInput {
+        x: [0.0; 4],
+        fetched: [0.0; 4],
+    };
+
+    /// Issues the loads of quad `q` of `row`.
+    ///
+    /// # Safety
+    /// `row < batch`, `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0`.
+    #[inline(always)]
+    unsafe fn load<N: Noise, const V4: bool>(
+        args: &StepArgs,
+        noise: &N,
+        row: usize,
+        q: usize,
+    ) -> Self {
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            QuadInput {
+                x: args.x_quad::<V4>(row, q),
+                fetched: noise.fetch::<V4>(row, q, mh::valid_in_quad(args.dim, q)),
+            }
+        }
+    }
+}
+
+/// The inputs of all of a lane's quads of one row (`Q` of them at most), loaded ahead.
+#[derive(Clone, Copy)]
+struct LaneRow<const Q: usize> {
+    quads: [QuadInput; Q],
+}
+
+impl<const Q: usize> LaneRow<Q> {
+    /// Issues the loads of this lane's quads of `row` (nothing for a row past the batch). The
+    /// caller uses them one row later: the loads are in flight while the current row computes.
+    ///
+    /// # Safety
+    /// `V4` only if `dim % 4 == 0`.
+    #[inline(always)]
+    unsafe fn load<N: Noise, const V4: bool>(
+        args: &StepArgs,
+        noise: &N,
+        row: usize,
+        lane_in_group: usize,
+        g: usize,
+    ) -> Self {
+        let n_quads = mh::quads_per_row(args.dim);
+        let mut quads = [QuadInput::ZERO; Q];
+        for (k, input) in quads.iter_mut().enumerate() {
+            let q = lane_in_group + k * g;
+            if row < args.batch && q < n_quads {
+                // SAFETY: row < batch and q < n_quads.
+                *input = unsafe { QuadInput::load::<N, V4>(args, noise, row, q) };
+            }
+        }
+        LaneRow { quads }
+    }
 }
 
 /// One row whose quads fit in registers: at most `Q` quads per lane. The proposal is computed
 /// once, kept, and written if accepted.
 ///
-/// With `Q = 2` the lane also keeps its `x` quads, and the target's quads come preloaded in
-/// `targets` (a lane's quads are the same in every row, so they are loaded once per launch).
-/// With `Q = 8` that would be 64 more registers, so a rejected row re-reads its `x` (from L1:
-/// the lane read it moments before) and the target is loaded per quad (L1 hits).
+/// With `Q = 2` the lane's inputs arrive preloaded in `ahead` (loaded while the previous row
+/// computed, see `step_tiles`), and so do the target's quads in `targets` (a lane's quads are the
+/// same in every row, so they are loaded once per launch). With `Q = 8` that would be too many
+/// registers: the inputs are loaded here, the target per quad (L1 hits), and a rejected row
+/// re-reads its `x` (from L1: the lane read it moments before).
 ///
 /// # Safety
 /// `Q >= mh::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
@@ -394,10 +469,10 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     noise: &N,
     slot: RowSlot,
     targets: &[([f32; 4], [f32; 4]); Q],
+    ahead: &LaneRow<Q>,
 ) -> bool {
     let small = Q <= 2;
     let n_quads = mh::quads_per_row(args.dim);
-    let mut xs = [[0.0f32; 4]; Q];
     let mut ps = [[0.0f32; 4]; Q];
     let mut partial = 0.0f32;
     // Loops with a constant trip count, unrolled: the arrays are indexed by constants and stay
@@ -406,19 +481,17 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
             // SAFETY: row < batch (live) and q < n_quads.
-            let target = if small {
-                targets[k]
+            let (input, target) = if small {
+                (ahead.quads[k], targets[k])
             } else {
-                unsafe { args.target_quad::<V4>(q) }
+                unsafe {
+                    (
+                        QuadInput::load::<N, V4>(args, noise, slot.row, q),
+                        args.target_quad::<V4>(q),
+                    )
+                }
             };
-            // SAFETY: as above.
-            let (xq, p, sum) =
-                unsafe { propose_quad::<N, V4>(args, noise, slot.row, q, target, partial) };
-            if small {
-                xs[k] = xq;
-            }
-            ps[k] = p;
-            partial = sum;
+            (ps[k], partial) = propose_quad(args, noise, slot.row, q, input, target, partial);
         }
     }
     let accept = decide(partial, slot);
@@ -428,7 +501,7 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
             let out = if accept {
                 ps[k]
             } else if small {
-                xs[k]
+                ahead.quads[k].x
             } else {
                 // SAFETY: row < batch and q < n_quads.
                 unsafe { args.x_quad::<V4>(slot.row, q) }
@@ -457,10 +530,13 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
     let mut q = slot.lane_in_group;
     while slot.live && q < n_quads {
         // SAFETY: row < batch (live) and q < n_quads.
-        partial = unsafe {
-            let target = args.target_quad::<V4>(q);
-            propose_quad::<N, V4>(args, noise, slot.row, q, target, partial).2
+        let (input, target) = unsafe {
+            (
+                QuadInput::load::<N, V4>(args, noise, slot.row, q),
+                args.target_quad::<V4>(q),
+            )
         };
+        partial = propose_quad(args, noise, slot.row, q, input, target, partial).1;
         q += slot.g;
     }
     let accept = decide(partial, slot);
@@ -468,15 +544,15 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
     while slot.live && q < n_quads {
         // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
         unsafe {
+            let input = QuadInput::load::<N, V4>(args, noise, slot.row, q);
             let out = if accept {
-                let valid = mh::valid_in_quad(args.dim, q);
                 mh::propose(
-                    args.x_quad::<V4>(slot.row, q),
-                    noise.quad::<V4>(slot.row, q, valid),
+                    input.x,
+                    noise.normals(input.fetched, slot.row, q),
                     args.step_size,
                 )
             } else {
-                args.x_quad::<V4>(slot.row, q)
+                input.x
             };
             args.store_x_new::<V4>(slot.row, q, out);
         }
@@ -502,7 +578,9 @@ fn decide(partial: f32, slot: RowSlot) -> bool {
 /// serve up to 32 rows). The warp then walks the tile `32 / G` rows at a time: group `i` of the
 /// warp (lanes `iG .. iG + G`) takes the next row, gets its `log u` from the lane that fetched
 /// it (`shfl.sync.idx`), and does the row (register-resident when `Q > 0`, streamed twice when
-/// `Q == 0`).
+/// `Q == 0`). With `Q = 2`, the loads of the warp's next row are issued before the current row
+/// is computed, so they travel from memory while it computes (software pipelining: without it,
+/// each warp waited for its loads, and the H200 ran the step at 67 % of the copy bandwidth).
 ///
 /// # Safety
 /// See the entry points.
@@ -531,43 +609,72 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
     }
 
     let tile_rows = args.tile_rows;
+    let tile_stride = warps * tile_rows;
+    // Rows short enough for Q = 2 have their inputs loaded one row ahead.
+    let prefetch = Q > 0 && Q <= 2;
     let mut tile = warp * tile_rows;
+    let mut first = 0;
+    let mut ahead = LaneRow::<Q> {
+        quads: [QuadInput::ZERO; Q],
+    };
+    if prefetch {
+        // SAFETY: V4 only when dim % 4 == 0 (the host's choice); rows past the batch load nothing.
+        ahead = unsafe { LaneRow::load::<N, V4>(args, noise, tile + group, lane_in_group, g) };
+    }
+    let mut tile_log_u = 0.0;
     while tile < args.batch {
-        let my_uniform_row = tile + lane;
-        // The log of the uniform, so that its cost too is shared by the tile.
-        let tile_log_u = if lane < tile_rows && my_uniform_row < args.batch {
-            // SAFETY: the row is inside the batch.
-            mh::log_uniform(unsafe { noise.uniform(my_uniform_row) })
-        } else {
-            0.0
-        };
-        let mut first = 0;
-        while first < tile_rows {
-            let in_tile = first + group;
-            let row = tile + in_tile;
-            let slot = RowSlot {
-                row,
-                live: row < args.batch,
-                lane_in_group,
-                g,
-                log_u: shfl_idx(tile_log_u, in_tile as u32),
+        if first == 0 {
+            // The log of the uniform, so that its cost too is shared by the tile.
+            let my_uniform_row = tile + lane;
+            tile_log_u = if lane < tile_rows && my_uniform_row < args.batch {
+                // SAFETY: the row is inside the batch.
+                mh::log_uniform(unsafe { noise.uniform(my_uniform_row) })
+            } else {
+                0.0
             };
-            // SAFETY: forwarded from the entry point's contract; `Q` and `V4` were chosen by
-            // the host from `dim` (see `Variant`).
-            let accept = unsafe {
-                if Q == 0 {
-                    row_streaming::<N, V4>(args, noise, slot)
-                } else {
-                    row_resident::<N, Q, V4>(args, noise, slot, &targets)
-                }
-            };
-            if slot.live && lane_in_group == 0 {
-                // SAFETY: row < batch; lane 0 of the group is this row's only writer of the flag.
-                unsafe { *args.accepted.add(row) = u8::from(accept) };
-            }
-            first += rows_at_once;
         }
-        tile += warps * tile_rows;
+        let in_tile = first + group;
+        let row = tile + in_tile;
+        let slot = RowSlot {
+            row,
+            live: row < args.batch,
+            lane_in_group,
+            g,
+            log_u: shfl_idx(tile_log_u, in_tile as u32),
+        };
+        // The warp's next rows: the rest of this tile, then its next tile.
+        let (next_tile, next_first) = if first + rows_at_once < tile_rows {
+            (tile, first + rows_at_once)
+        } else {
+            (tile + tile_stride, 0)
+        };
+        let current = ahead;
+        if prefetch {
+            // SAFETY: as above.
+            ahead = unsafe {
+                LaneRow::load::<N, V4>(
+                    args,
+                    noise,
+                    next_tile + next_first + group,
+                    lane_in_group,
+                    g,
+                )
+            };
+        }
+        // SAFETY: forwarded from the entry point's contract; `Q` and `V4` were chosen by the
+        // host from `dim` (see `Variant`).
+        let accept = unsafe {
+            if Q == 0 {
+                row_streaming::<N, V4>(args, noise, slot)
+            } else {
+                row_resident::<N, Q, V4>(args, noise, slot, &targets, &current)
+            }
+        };
+        if slot.live && lane_in_group == 0 {
+            // SAFETY: row < batch; lane 0 of the group is this row's only writer of the flag.
+            unsafe { *args.accepted.add(row) = u8::from(accept) };
+        }
+        (tile, first) = (next_tile, next_first);
     }
 }
 
