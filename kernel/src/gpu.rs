@@ -25,6 +25,22 @@ use crate::rng;
 pub mod math {
     use core::arch::asm;
 
+    /// The full 64-bit product of two words as `(hi, lo)`: one `mul.wide.u32` (SASS
+    /// `IMAD.WIDE.U32`, which writes both halves to a register pair). Written out because LLVM
+    /// lowers `u64::from(a) * u64::from(b)` to a 64 x 64-bit multiply, which costs ptxas three
+    /// instructions; Philox does two of these per round.
+    #[inline(always)]
+    pub fn mul_wide_u32(a: u32, b: u32) -> (u32, u32) {
+        let (hi, lo): (u32, u32);
+        // SAFETY: pure arithmetic on registers; the braces scope the temporary register.
+        unsafe {
+            asm!("{{ .reg .b64 t; mul.wide.u32 t, {a}, {b}; mov.b64 {{{lo}, {hi}}}, t; }}",
+                 a = in(reg32) a, b = in(reg32) b, lo = out(reg32) lo, hi = out(reg32) hi,
+                 options(pure, nomem, nostack));
+        }
+        (hi, lo)
+    }
+
     /// Sine with the SFU's `sin.approx.f32` (most accurate on [-pi, pi]).
     #[inline(always)]
     pub fn sin(x: f32) -> f32 {
