@@ -88,46 +88,9 @@ fn main() {
         .join(NVPTX_TARGET)
         .join("release")
         .join("fused_mh_kernel.ptx");
-    let text = fs::read_to_string(&ptx)
+    fs::copy(&ptx, out_dir.join("fused_mh_kernel.ptx"))
         .unwrap_or_else(|e| fail(&format!("the kernel build wrote no {}: {e}", ptx.display())));
-    let text = cap_registers(&text, "_q8", Q8_MAX_REGISTERS);
-    fs::write(out_dir.join("fused_mh_kernel.ptx"), text).unwrap_or_else(|e| {
-        fail(&format!(
-            "cannot write the PTX to {}: {e}",
-            out_dir.display()
-        ))
-    });
     println!("cargo::rustc-env={PTX_ARCH_VAR}={arch}");
-}
-
-/// Register cap of the `_q8` kernels (rows up to 1024 elements kept in registers).
-///
-/// Left alone, ptxas interleaves the eight Philox and Box–Muller computations of a lane to hide
-/// their latency and needs 248 registers, so an SM holds one block of 8 warps (measured on the
-/// H200). 128 registers allow two blocks per SM while the 64 registers of row data still fit.
-/// CUDA C++ would write `__launch_bounds__` or `-maxrregcount`; rustc has no attribute for
-/// it, so the PTX performance directive `.maxnreg` is added to those entry points here.
-const Q8_MAX_REGISTERS: u32 = 128;
-
-/// Adds `.maxnreg {max}` to every entry point whose name contains `marker`: the directive goes
-/// between the parameter list and the body.
-fn cap_registers(ptx: &str, marker: &str, max: u32) -> String {
-    let mut out = String::with_capacity(ptx.len() + 256);
-    let mut in_capped_entry = false;
-    for line in ptx.lines() {
-        if line.contains(".entry ") {
-            in_capped_entry = line.contains(marker);
-        }
-        if in_capped_entry && line.starts_with(')') {
-            out.push_str(line);
-            out.push_str(&format!("\n.maxnreg {max}\n"));
-            in_capped_entry = false;
-            continue;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
 }
 
 /// A command with the outer build's cargo and rustc variables removed, run in `dir` so that

@@ -468,14 +468,10 @@ impl<const Q: usize> LaneRow<Q> {
     }
 }
 
-/// One row whose quads fit in registers: at most `Q` quads per lane. The proposal is computed
-/// once, kept, and written if accepted.
-///
-/// With `Q = 2` the lane's inputs arrive preloaded in `ahead` (loaded while the previous row
-/// computed, see `step_tiles`), and so do the target's quads in `targets` (a lane's quads are the
-/// same in every row, so they are loaded once per launch). With `Q = 8` that would be too many
-/// registers: the inputs are loaded here, the target per quad (L1 hits), and a rejected row
-/// re-reads its `x` (from L1: the lane read it moments before).
+/// One row whose quads fit in registers: at most `Q` quads per lane. The lane's inputs arrive
+/// preloaded in `ahead` (loaded while the previous row computed, see `step_tiles`), and so do
+/// the target's quads in `targets` (a lane's quads are the same in every row, so they are
+/// loaded once per launch). The proposal is computed once, kept, and written if accepted.
 ///
 /// # Safety
 /// `Q >= mh::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
@@ -487,7 +483,6 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     targets: &[([f32; 4], [f32; 4]); Q],
     ahead: &LaneRow<Q>,
 ) -> bool {
-    let small = Q <= 2;
     let n_quads = mh::quads_per_row(args.dim);
     let mut ps = [[0.0f32; 4]; Q];
     let mut partial = 0.0f32;
@@ -496,32 +491,22 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
-            // SAFETY: row < batch (live) and q < n_quads.
-            let (input, target) = if small {
-                (ahead.quads[k], targets[k])
-            } else {
-                unsafe {
-                    (
-                        QuadInput::load::<N, V4>(args, noise, slot.row, q),
-                        args.target_quad::<V4>(q),
-                    )
-                }
-            };
-            (ps[k], partial) = propose_quad(args, noise, slot.row, q, input, target, partial);
+            (ps[k], partial) = propose_quad(
+                args,
+                noise,
+                slot.row,
+                q,
+                ahead.quads[k],
+                targets[k],
+                partial,
+            );
         }
     }
     let accept = decide(partial, slot);
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
-            let out = if accept {
-                ps[k]
-            } else if small {
-                ahead.quads[k].x
-            } else {
-                // SAFETY: row < batch and q < n_quads.
-                unsafe { args.x_quad::<V4>(slot.row, q) }
-            };
+            let out = if accept { ps[k] } else { ahead.quads[k].x };
             // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
             unsafe { args.store_x_new::<V4>(slot.row, q, out) };
         }
@@ -529,9 +514,15 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     accept
 }
 
-/// One row too long for registers: pass 1 sums the terms, pass 2 recomputes the proposal (the
-/// same counters give the same bits) where accepted and writes the row. The re-read of `x` in
-/// pass 2 comes mostly from cache, since the group read it moments before.
+/// A row of any length, kept nowhere: pass 1 computes each quad's proposal, adds its terms,
+/// and writes it to `x_new` at once (speculatively); after the decision, pass 2 writes `x` back
+/// over the proposal if the row is rejected. The re-read of `x` comes from L1 (the lane read it
+/// moments before), and the second write of a rejected row meets the first in L2, so memory
+/// sees each element read once and written once, as in the register-resident path, and the
+/// random numbers are drawn once.
+///
+/// Pass 1 is software-pipelined: the next quad's loads are issued before the current quad is
+/// computed.
 ///
 /// # Safety
 /// `V4` only if `dim % 4 == 0`; see the entry points.
@@ -544,34 +535,30 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
     let n_quads = mh::quads_per_row(args.dim);
     let mut partial = 0.0f32;
     let mut q = slot.lane_in_group;
-    while slot.live && q < n_quads {
+    let mut next = QuadInput::ZERO;
+    if slot.live && q < n_quads {
         // SAFETY: row < batch (live) and q < n_quads.
-        let (input, target) = unsafe {
-            (
-                QuadInput::load::<N, V4>(args, noise, slot.row, q),
-                args.target_quad::<V4>(q),
-            )
-        };
-        partial = propose_quad(args, noise, slot.row, q, input, target, partial).1;
+        next = unsafe { QuadInput::load::<N, V4>(args, noise, slot.row, q) };
+    }
+    while slot.live && q < n_quads {
+        let input = next;
+        if q + slot.g < n_quads {
+            // SAFETY: row < batch and q + g < n_quads.
+            next = unsafe { QuadInput::load::<N, V4>(args, noise, slot.row, q + slot.g) };
+        }
+        // SAFETY: q < n_quads.
+        let target = unsafe { args.target_quad::<V4>(q) };
+        let p;
+        (p, partial) = propose_quad(args, noise, slot.row, q, input, target, partial);
+        // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
+        unsafe { args.store_x_new::<V4>(slot.row, q, p) };
         q += slot.g;
     }
     let accept = decide(partial, slot);
     let mut q = slot.lane_in_group;
-    while slot.live && q < n_quads {
+    while slot.live && !accept && q < n_quads {
         // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
-        unsafe {
-            let input = QuadInput::load::<N, V4>(args, noise, slot.row, q);
-            let out = if accept {
-                mh::propose(
-                    input.x,
-                    noise.normals(input.fetched, slot.row, q),
-                    args.step_size,
-                )
-            } else {
-                input.x
-            };
-            args.store_x_new::<V4>(slot.row, q, out);
-        }
+        unsafe { args.store_x_new::<V4>(slot.row, q, args.x_quad::<V4>(slot.row, q)) };
         q += slot.g;
     }
     accept
@@ -593,9 +580,9 @@ fn decide(partial: f32, slot: RowSlot) -> bool {
 /// of the tile's row `l` and takes its log (one Philox call or one coalesced load, and one `ln`,
 /// serve up to 32 rows). The warp then walks the tile `32 / G` rows at a time: group `i` of the
 /// warp (lanes `iG .. iG + G`) takes the next row, gets its `log u` from the lane that fetched
-/// it (`shfl.sync.idx`), and does the row (register-resident when `Q > 0`, streamed twice when
-/// `Q == 0`). With `Q = 2`, the loads of the warp's next row are issued before the current row
-/// is computed, so they travel from memory while it computes (software pipelining: without it,
+/// it (`shfl.sync.idx`), and does the row (register-resident when `Q > 0`, streamed with
+/// speculative writes when `Q == 0`). With `Q > 0`, the loads of the warp's next row are issued
+/// before the current row is computed, so they travel from memory while it computes (software pipelining: without it,
 /// each warp waited for its loads, and the H200 ran the step at 67 % of the copy bandwidth).
 ///
 /// # Safety
@@ -610,11 +597,11 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
     let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
     let warps = grid_dim_x() * warps_per_block;
 
-    // A lane owns the same quads of every row it works on, so with small Q their target values
-    // are loaded once here and kept in registers for the whole launch.
+    // A lane owns the same quads of every row it works on, so their target values are loaded
+    // once here and kept in registers for the whole launch.
     let n_quads = mh::quads_per_row(args.dim);
     let mut targets = [([0.0f32; 4], [0.0f32; 4]); Q];
-    if Q <= 2 {
+    if Q > 0 {
         for (k, target) in targets.iter_mut().enumerate() {
             let q = lane_in_group + k * g;
             if q < n_quads {
@@ -626,8 +613,8 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
 
     let tile_rows = args.tile_rows;
     let tile_stride = warps * tile_rows;
-    // Rows short enough for Q = 2 have their inputs loaded one row ahead.
-    let prefetch = Q > 0 && Q <= 2;
+    // Register-resident rows have their inputs loaded one row ahead.
+    let prefetch = Q > 0;
     let mut tile = warp * tile_rows;
     let mut first = 0;
     let mut ahead = LaneRow::<Q> {
@@ -695,7 +682,7 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
 }
 
 /// Defines the two entry points of one [`crate::Variant`]: `Q` quads per lane kept in registers
-/// (0: none, the row is streamed twice), `V4` for 16-byte loads (`dim % 4 == 0`).
+/// (0: none, the row is streamed), `V4` for 16-byte loads (`dim % 4 == 0`).
 macro_rules! entry_points {
     ($q:literal, $v4:literal, $rng:ident, $noise:ident) => {
         /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel.
@@ -802,8 +789,6 @@ macro_rules! entry_points {
 
 entry_points!(2, true, mh_step_q2_v4, mh_step_with_noise_q2_v4);
 entry_points!(2, false, mh_step_q2, mh_step_with_noise_q2);
-entry_points!(8, true, mh_step_q8_v4, mh_step_with_noise_q8_v4);
-entry_points!(8, false, mh_step_q8, mh_step_with_noise_q8);
 entry_points!(
     0,
     true,

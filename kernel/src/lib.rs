@@ -31,19 +31,18 @@ pub mod rng;
 #[cfg(target_arch = "nvptx64")]
 pub mod gpu;
 
-/// The compiled versions of the step: by how much of a row a lane keeps in registers, and
-/// whether quads move as 16-byte vectors.
+/// The compiled versions of the step: whether a lane keeps its part of a row in registers,
+/// and whether quads move as 16-byte vectors.
 ///
 /// Each is a pair of entry points (in-kernel random numbers; the caller's). They compute the
 /// same function; the version only fixes, at compile time, what the hardware needs fixed there:
-/// the size of the register arrays (a kernel's register count is that of its largest array, and
-/// registers per thread decide how many warps an SM can hold, so short rows get small arrays),
-/// and whether every quad is a full, aligned 16-byte vector (`dim % 4 == 0`), which removes all
-/// per-element bounds checks from the hot loop.
+/// the size of the register arrays (arrays indexed by constants are registers; the compiler
+/// must know their size), and whether every quad is a full, aligned 16-byte vector
+/// (`dim % 4 == 0`), which removes all per-element bounds checks from the hot loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Variant {
-    /// Quads per lane kept in registers: 2 (`dim <= 256`), 8 (`dim <= 1024`), or 0 (nothing
-    /// kept: two passes over the row, any `dim`).
+    /// Quads per lane kept in registers: [`mh::MAX_RESIDENT_QUADS_PER_LANE`] for rows up to
+    /// 256 elements, or 0 (nothing kept: the row is streamed, any `dim`).
     pub resident_quads: usize,
     /// Quads are loaded and stored as 16-byte vectors: `dim % 4 == 0`.
     pub vector: bool,
@@ -51,21 +50,13 @@ pub struct Variant {
 
 impl Variant {
     /// Every variant, in the order of [`ENTRY_POINTS`].
-    pub const ALL: [Variant; 6] = [
+    pub const ALL: [Variant; 4] = [
         Variant {
-            resident_quads: 2,
+            resident_quads: mh::MAX_RESIDENT_QUADS_PER_LANE,
             vector: true,
         },
         Variant {
-            resident_quads: 2,
-            vector: false,
-        },
-        Variant {
-            resident_quads: 8,
-            vector: true,
-        },
-        Variant {
-            resident_quads: 8,
+            resident_quads: mh::MAX_RESIDENT_QUADS_PER_LANE,
             vector: false,
         },
         Variant {
@@ -78,28 +69,23 @@ impl Variant {
         },
     ];
 
-    /// The version for rows of `dim` elements: the smallest arrays that hold
-    /// [`mh::quads_per_lane`]`(dim)` quads, vectors when `dim % 4 == 0`.
+    /// The version for rows of `dim` elements: register-resident when each lane owns at most
+    /// [`mh::MAX_RESIDENT_QUADS_PER_LANE`] quads, vectors when `dim % 4 == 0`.
     pub fn for_dim(dim: usize) -> Self {
-        let resident_quads = match mh::quads_per_lane(dim) {
-            0..=2 => 2,
-            3..=mh::MAX_RESIDENT_QUADS_PER_LANE => 8,
-            _ => 0,
-        };
+        let fits = mh::quads_per_lane(dim) <= mh::MAX_RESIDENT_QUADS_PER_LANE;
         Variant {
-            resident_quads,
+            resident_quads: if fits {
+                mh::MAX_RESIDENT_QUADS_PER_LANE
+            } else {
+                0
+            },
             vector: dim.is_multiple_of(mh::QUAD),
         }
     }
 
     /// This variant's position in [`Variant::ALL`] and [`ENTRY_POINTS`].
     pub fn index(self) -> usize {
-        let by_quads = match self.resident_quads {
-            2 => 0,
-            8 => 1,
-            _ => 2,
-        };
-        2 * by_quads + usize::from(!self.vector)
+        2 * usize::from(self.resident_quads == 0) + usize::from(!self.vector)
     }
 
     /// The entry points' names: `(in-kernel random numbers, caller's random numbers)`.
@@ -110,12 +96,11 @@ impl Variant {
 
 /// The step's entry points, `(mh_step..., mh_step_with_noise...)`, one pair per
 /// [`Variant::ALL`] entry: the first draws its random numbers in the kernel, the second reads
-/// the caller's.
-pub const ENTRY_POINTS: [(&str, &str); 6] = [
+/// the caller's. `q2`: rows kept in registers (2 quads per lane); `streaming`: any row;
+/// `v4`: 16-byte vectors.
+pub const ENTRY_POINTS: [(&str, &str); 4] = [
     ("mh_step_q2_v4", "mh_step_with_noise_q2_v4"),
     ("mh_step_q2", "mh_step_with_noise_q2"),
-    ("mh_step_q8_v4", "mh_step_with_noise_q8_v4"),
-    ("mh_step_q8", "mh_step_with_noise_q8"),
     ("mh_step_streaming_v4", "mh_step_with_noise_streaming_v4"),
     ("mh_step_streaming", "mh_step_with_noise_streaming"),
 ];
@@ -134,15 +119,15 @@ mod tests {
             let v = Variant::for_dim(dim);
             (v.resident_quads, v.vector)
         };
+        let got = [v(1), v(64), v(256), v(257), v(1024), v(4096)];
         assert_eq!(
-            [v(1), v(64), v(256), v(257), v(1024), v(1025), v(4096)],
+            got,
             [
                 (2, false),
                 (2, true),
                 (2, true),
-                (8, false),
-                (8, true),
                 (0, false),
+                (0, true),
                 (0, true)
             ]
         );
@@ -150,5 +135,8 @@ mod tests {
             Variant::for_dim(33).entry_points(),
             ("mh_step_q2", "mh_step_with_noise_q2")
         );
+        for (i, v) in Variant::ALL.iter().enumerate() {
+            assert_eq!(v.index(), i);
+        }
     }
 }

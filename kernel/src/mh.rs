@@ -38,10 +38,14 @@ pub const WARP_SIZE: usize = 32;
 /// several lanes (latency), enough that a warp holds several rows (no idle lanes).
 pub const QUADS_PER_LANE_TARGET: usize = 2;
 
-/// The most quads a lane keeps in registers: with 32 lanes, rows up to 32 x 8 x 4 = 1024
+/// The most quads a lane keeps in registers: with 32 lanes, rows up to 32 x 2 x 4 = 256
 /// elements stay in registers between computing the proposal and writing it. Longer rows are
-/// streamed twice (the proposal recomputed bit for bit in the second pass).
-pub const MAX_RESIDENT_QUADS_PER_LANE: usize = 8;
+/// streamed (the proposal written at once, and `x` written back over it if rejected).
+///
+/// Measured on the H200: keeping up to 8 quads per lane (rows up to 1024) took 248 registers per
+/// thread, or spilled under a 128-register cap, and ran at 30 to 40 % of the copy bandwidth;
+/// streaming runs those rows faster.
+pub const MAX_RESIDENT_QUADS_PER_LANE: usize = 2;
 
 /// Lanes per row, `G`: the power of two (1 to 32) that gives each lane about
 /// [`QUADS_PER_LANE_TARGET`] quads. Depends on `dim` alone, so the order of the sums, and hence
@@ -193,12 +197,12 @@ mod tests {
         ] {
             assert_eq!(group_width(dim), g, "dim {dim}");
         }
-        // Rows up to 1024 elements fit the register-resident path; 1025 does not.
-        assert!(quads_per_lane(1024) <= MAX_RESIDENT_QUADS_PER_LANE);
-        assert!(quads_per_lane(1025) > MAX_RESIDENT_QUADS_PER_LANE);
-        for dim in 1..=1024 {
+        // Rows up to 256 elements fit the register-resident path; 257 does not.
+        assert!(quads_per_lane(256) <= MAX_RESIDENT_QUADS_PER_LANE);
+        assert!(quads_per_lane(257) > MAX_RESIDENT_QUADS_PER_LANE);
+        for dim in 1..=256 {
             assert!(
-                quads_per_lane(dim) <= if dim <= 256 { 2 } else { 8 },
+                quads_per_lane(dim) <= MAX_RESIDENT_QUADS_PER_LANE,
                 "dim {dim}"
             );
         }
