@@ -684,7 +684,7 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
 /// Defines the two entry points of one [`crate::Variant`]: `Q` quads per lane kept in registers
 /// (0: none, the row is streamed), `V4` for 16-byte loads (`dim % 4 == 0`).
 macro_rules! entry_points {
-    ($q:literal, $v4:literal, $rng:ident, $noise:ident) => {
+    ($q:expr, $v4:literal, $rng:ident, $noise:ident) => {
         /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel.
         ///
         /// # Parameters
@@ -738,7 +738,7 @@ macro_rules! entry_points {
                 step,
             };
             // SAFETY: forwarded from this function's contract.
-            unsafe { step_tiles::<_, $q, $v4>(&args, &noise) }
+            unsafe { step_tiles::<_, { $q }, $v4>(&args, &noise) }
         }
 
         /// One Metropolis–Hastings step of every chain, with the caller's random numbers.
@@ -782,13 +782,15 @@ macro_rules! entry_points {
                 dim,
             };
             // SAFETY: forwarded from this function's contract.
-            unsafe { step_tiles::<_, $q, $v4>(&args, &noise) }
+            unsafe { step_tiles::<_, { $q }, $v4>(&args, &noise) }
         }
     };
 }
 
-entry_points!(2, true, mh_step_q2_v4, mh_step_with_noise_q2_v4);
-entry_points!(2, false, mh_step_q2, mh_step_with_noise_q2);
+// The register-resident entry points take their array size from the constant the host uses to
+// choose them (`Variant::for_dim`), so the two can never disagree.
+entry_points!(mh::MAX_RESIDENT_QUADS_PER_LANE, true, mh_step_q2_v4, mh_step_with_noise_q2_v4);
+entry_points!(mh::MAX_RESIDENT_QUADS_PER_LANE, false, mh_step_q2, mh_step_with_noise_q2);
 entry_points!(
     0,
     true,
