@@ -194,17 +194,6 @@ unsafe fn store_v4(ptr: *mut f32, v: [f32; 4]) {
     }
 }
 
-/// The index of element `4 q` of `row` in a `[batch, dim]` buffer: `row * dim + 4 q`.
-///
-/// `row` and `dim` both fit in 32 bits (`Shape` guarantees it), so the product is one
-/// `mul.wide.u32`; written as `usize` arithmetic it would be a 64 x 64-bit multiply, three
-/// instructions in every address of the hot loop.
-#[inline(always)]
-fn element(row: usize, dim: usize, q: usize) -> usize {
-    let (hi, lo) = math::mul_wide_u32(row as u32, dim as u32);
-    (((hi as usize) << 32) | lo as usize) + QUAD * q
-}
-
 /// Loads the `valid` leading elements of the quad at `ptr` (the rest are 0): one vector load
 /// when `V4` (every quad full and 16-byte aligned), else element by element.
 ///
@@ -301,7 +290,7 @@ impl Noise for CallerNoise {
     #[inline(always)]
     unsafe fn fetch<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4] {
         // SAFETY: the quad lies in row `row` of the [batch, dim] noise buffer.
-        unsafe { load_quad::<V4>(self.noise.add(element(row, self.dim, quad)), valid) }
+        unsafe { load_quad::<V4>(self.noise.add(row * self.dim + QUAD * quad), valid) }
     }
     #[inline(always)]
     fn normals(&self, fetched: [f32; 4], _row: usize, _quad: usize) -> [f32; 4] {
@@ -357,7 +346,7 @@ impl StepArgs {
         // SAFETY: the quad lies inside row `row` of x.
         unsafe {
             load_quad::<V4>(
-                self.x.add(element(row, self.dim, q)),
+                self.x.add(row * self.dim + QUAD * q),
                 mh::valid_in_quad(self.dim, q),
             )
         }
@@ -369,7 +358,7 @@ impl StepArgs {
     /// As [`Self::x_quad`], and this lane is the quad's only writer.
     #[inline(always)]
     unsafe fn store_x_new<const V4: bool>(&self, row: usize, q: usize, v: [f32; 4]) {
-        let at = element(row, self.dim, q);
+        let at = row * self.dim + QUAD * q;
         // SAFETY: x_new has the shape of x.
         unsafe { store_quad::<V4>(self.x_new.add(at), v, mh::valid_in_quad(self.dim, q)) }
     }
