@@ -280,7 +280,7 @@ impl Gpu {
     ) -> Result<()> {
         target.check_shape(chains.shape)?;
         let shape = chains.shape;
-        let variant = Variant::for_dim(shape.dim());
+        let variant = Variant::for_step(shape.dim(), matches!(draws, Draws::Caller(_)));
         let kernels = &self.kernels[variant.index()];
         let (config, tile_rows) = self.layout(shape);
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
@@ -307,7 +307,7 @@ impl Gpu {
         // holds batch bytes, mu and inv_var hold dim floats (checked above), caller noise was
         // uploaded for this very shape (checked by the caller); x_next and accepted are the
         // only buffers written, and they are allocations distinct from every input. Shape
-        // guarantees 1 <= batch <= 2^32 and 1 <= dim < 2^32; `Variant::for_dim` picks a
+        // guarantees 1 <= batch <= 2^32 and 1 <= dim < 2^32; `Variant::for_step` picks a
         // variant whose registers hold the row; `layout` gives a power-of-two tile between
         // 32 / G and 32 rows and a block of 256 threads, a multiple of 32.
         unsafe { launch.launch(config) }?;

@@ -19,14 +19,17 @@ use rand_distr::StandardNormal;
 use rand_xorshift::XorShiftRng;
 
 /// The shapes every comparison runs on: a single element, dims below 32 and not multiples of 4
-/// or 32, a typical batch, and dims in the thousands (several quads per lane).
-const SHAPES: [(usize, usize); 6] = [
+/// or 32, a typical batch, dims in the thousands (several quads per lane), and a row of 333
+/// (kept in registers in caller-noise mode, streamed with in-kernel random numbers, no
+/// multiple of 4): every variant of the kernel runs.
+const SHAPES: [(usize, usize); 7] = [
     (1, 1),
     (7, 33),
     (4096, 64),
     (1000, 100),
     (256, 1000),
     (3, 4097),
+    (5, 333),
 ];
 
 /// Poison for the state buffer the step writes: NaN fails every comparison.

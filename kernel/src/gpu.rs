@@ -776,7 +776,7 @@ macro_rules! entry_points {
 }
 
 // The register-resident entry points take their array size from the constant the host uses to
-// choose them (`Variant::for_dim`), so the two can never disagree.
+// choose them (`Variant::for_step`), so the two can never disagree.
 entry_points!(
     mh::MAX_RESIDENT_QUADS_PER_LANE,
     true,

@@ -41,8 +41,9 @@ pub mod gpu;
 /// (`dim % 4 == 0`), which removes all per-element bounds checks from the hot loop.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Variant {
-    /// Quads per lane kept in registers: [`mh::MAX_RESIDENT_QUADS_PER_LANE`] for rows up to
-    /// 256 elements, or 0 (nothing kept: the row is streamed, any `dim`).
+    /// Quads per lane kept in registers: [`mh::MAX_RESIDENT_QUADS_PER_LANE`] (rows up to 256
+    /// elements), [`mh::MAX_RESIDENT_QUADS_CALLER_NOISE`] (rows up to 1024, caller-noise mode
+    /// only), or 0 (nothing kept: the row is streamed, any `dim`).
     pub resident_quads: usize,
     /// Quads are loaded and stored as 16-byte vectors: `dim % 4 == 0`.
     pub vector: bool,
@@ -50,13 +51,21 @@ pub struct Variant {
 
 impl Variant {
     /// Every variant, in the order of [`ENTRY_POINTS`].
-    pub const ALL: [Variant; 4] = [
+    pub const ALL: [Variant; 6] = [
         Variant {
             resident_quads: mh::MAX_RESIDENT_QUADS_PER_LANE,
             vector: true,
         },
         Variant {
             resident_quads: mh::MAX_RESIDENT_QUADS_PER_LANE,
+            vector: false,
+        },
+        Variant {
+            resident_quads: mh::MAX_RESIDENT_QUADS_CALLER_NOISE,
+            vector: true,
+        },
+        Variant {
+            resident_quads: mh::MAX_RESIDENT_QUADS_CALLER_NOISE,
             vector: false,
         },
         Variant {
@@ -69,23 +78,33 @@ impl Variant {
         },
     ];
 
-    /// The version for rows of `dim` elements: register-resident when each lane owns at most
-    /// [`mh::MAX_RESIDENT_QUADS_PER_LANE`] quads, vectors when `dim % 4 == 0`.
-    pub fn for_dim(dim: usize) -> Self {
-        let fits = mh::quads_per_lane(dim) <= mh::MAX_RESIDENT_QUADS_PER_LANE;
+    /// The version for rows of `dim` elements, random numbers drawn in the kernel or read from
+    /// the caller (`caller_noise`): register-resident when each lane owns at most
+    /// [`mh::MAX_RESIDENT_QUADS_PER_LANE`] quads, or, for caller noise, at most
+    /// [`mh::MAX_RESIDENT_QUADS_CALLER_NOISE`]; vectors when `dim % 4 == 0`.
+    pub fn for_step(dim: usize, caller_noise: bool) -> Self {
+        let quads = mh::quads_per_lane(dim);
+        let resident_quads = if quads <= mh::MAX_RESIDENT_QUADS_PER_LANE {
+            mh::MAX_RESIDENT_QUADS_PER_LANE
+        } else if caller_noise && quads <= mh::MAX_RESIDENT_QUADS_CALLER_NOISE {
+            mh::MAX_RESIDENT_QUADS_CALLER_NOISE
+        } else {
+            0
+        };
         Variant {
-            resident_quads: if fits {
-                mh::MAX_RESIDENT_QUADS_PER_LANE
-            } else {
-                0
-            },
+            resident_quads,
             vector: dim.is_multiple_of(mh::QUAD),
         }
     }
 
     /// This variant's position in [`Variant::ALL`] and [`ENTRY_POINTS`].
     pub fn index(self) -> usize {
-        2 * usize::from(self.resident_quads == 0) + usize::from(!self.vector)
+        let by_quads = match self.resident_quads {
+            mh::MAX_RESIDENT_QUADS_PER_LANE => 0,
+            mh::MAX_RESIDENT_QUADS_CALLER_NOISE => 1,
+            _ => 2,
+        };
+        2 * by_quads + usize::from(!self.vector)
     }
 
     /// The entry points' names: `(in-kernel random numbers, caller's random numbers)`.
@@ -96,11 +115,14 @@ impl Variant {
 
 /// The step's entry points, `(mh_step..., mh_step_with_noise...)`, one pair per
 /// [`Variant::ALL`] entry: the first draws its random numbers in the kernel, the second reads
-/// the caller's. `q2`: rows kept in registers (2 quads per lane); `streaming`: any row;
-/// `v4`: 16-byte vectors.
-pub const ENTRY_POINTS: [(&str, &str); 4] = [
+/// the caller's. `q2`, `q8`: rows kept in registers (2 or 8 quads per lane); `streaming`: any
+/// row; `v4`: 16-byte vectors. (`mh_step_q8*` exist but are not chosen: see
+/// [`mh::MAX_RESIDENT_QUADS_CALLER_NOISE`].)
+pub const ENTRY_POINTS: [(&str, &str); 6] = [
     ("mh_step_q2_v4", "mh_step_with_noise_q2_v4"),
     ("mh_step_q2", "mh_step_with_noise_q2"),
+    ("mh_step_q8_v4", "mh_step_with_noise_q8_v4"),
+    ("mh_step_q8", "mh_step_with_noise_q8"),
     ("mh_step_streaming_v4", "mh_step_with_noise_streaming_v4"),
     ("mh_step_streaming", "mh_step_with_noise_streaming"),
 ];
@@ -115,13 +137,20 @@ mod tests {
 
     #[test]
     fn variants_hold_their_rows() {
-        let v = |dim| {
-            let v = Variant::for_dim(dim);
+        let v = |dim, caller_noise| {
+            let v = Variant::for_step(dim, caller_noise);
             (v.resident_quads, v.vector)
         };
-        let got = [v(1), v(64), v(256), v(257), v(1024), v(4096)];
+        let rng = [
+            v(1, false),
+            v(64, false),
+            v(256, false),
+            v(257, false),
+            v(1024, false),
+            v(4096, false),
+        ];
         assert_eq!(
-            got,
+            rng,
             [
                 (2, false),
                 (2, true),
@@ -131,8 +160,10 @@ mod tests {
                 (0, true)
             ]
         );
+        let noise = [v(64, true), v(257, true), v(1024, true), v(1025, true)];
+        assert_eq!(noise, [(2, true), (8, false), (8, true), (0, false)]);
         assert_eq!(
-            Variant::for_dim(33).entry_points(),
+            Variant::for_step(33, false).entry_points(),
             ("mh_step_q2", "mh_step_with_noise_q2")
         );
         for (i, v) in Variant::ALL.iter().enumerate() {

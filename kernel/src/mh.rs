@@ -38,14 +38,21 @@ pub const WARP_SIZE: usize = 32;
 /// several lanes (latency), enough that a warp holds several rows (no idle lanes).
 pub const QUADS_PER_LANE_TARGET: usize = 2;
 
-/// The most quads a lane keeps in registers: with 32 lanes, rows up to 32 x 2 x 4 = 256
-/// elements stay in registers between computing the proposal and writing it. Longer rows are
-/// streamed (the proposal written at once, and `x` written back over it if rejected).
+/// The most quads a lane keeps in registers with random numbers drawn in the kernel: with 32
+/// lanes, rows up to 32 x 2 x 4 = 256 elements stay in registers between computing the
+/// proposal and writing it. Longer rows are streamed (the proposal written at once, and `x`
+/// written back over it if rejected).
 ///
-/// Measured on the H200: keeping up to 8 quads per lane (rows up to 1024) took 248 registers per
-/// thread, or spilled under a 128-register cap, and ran at 30 to 40 % of the copy bandwidth;
-/// streaming runs those rows faster.
+/// Measured on the H200 at (65536, 1024): keeping 8 quads per lane there took 154 to 248
+/// registers with Philox and Box–Muller in flight and ran at 30 to 59 % of the copy bandwidth;
+/// streaming runs at 68 %.
 pub const MAX_RESIDENT_QUADS_PER_LANE: usize = 2;
+
+/// The most quads a lane keeps in registers when the random numbers come from the caller
+/// (rows up to 1024 elements). Without Philox in flight the registers suffice, and streaming's
+/// second write of rejected rows costs more: measured on the H200 at (65536, 1024), 96 % of the
+/// copy bandwidth register-resident against 65 % streamed.
+pub const MAX_RESIDENT_QUADS_CALLER_NOISE: usize = 8;
 
 /// Lanes per row, `G`: the power of two (1 to 32) that gives each lane about
 /// [`QUADS_PER_LANE_TARGET`] quads. Depends on `dim` alone, so the order of the sums, and hence
