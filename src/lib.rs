@@ -46,6 +46,22 @@ pub const PTX_TARGET: &str = env!("FUSED_MH_PTX_ARCH");
 mod tests {
     use super::*;
 
+    /// Every entry point the host loads is in the PTX (a missing one would make `Gpu::open`
+    /// fail on every GPU).
+    #[test]
+    fn ptx_has_every_entry_point() {
+        let names = kernel::ENTRY_POINTS
+            .iter()
+            .flat_map(|(a, b)| [*a, *b])
+            .chain([kernel::PHILOX4X32_10_MANY]);
+        for name in names {
+            assert!(
+                FUSED_MH_PTX.contains(&format!(".entry {name}(")),
+                "{name} is not in the PTX"
+            );
+        }
+    }
+
     /// Register arrays that the compiler could not keep in registers end up in local memory
     /// (per-thread DRAM, slow): the PTX then declares a `.local` depot. No kernel may have one.
     #[test]

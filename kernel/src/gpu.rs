@@ -795,6 +795,18 @@ entry_points!(
     mh_step_streaming_v4,
     mh_step_with_noise_streaming_v4
 );
+entry_points!(
+    mh::MAX_RESIDENT_QUADS_CALLER_NOISE,
+    true,
+    mh_step_q8_v4,
+    mh_step_with_noise_q8_v4
+);
+entry_points!(
+    mh::MAX_RESIDENT_QUADS_CALLER_NOISE,
+    false,
+    mh_step_q8,
+    mh_step_with_noise_q8
+);
 entry_points!(0, false, mh_step_streaming, mh_step_with_noise_streaming);
 
 /// Philox4x32-10 of `n` (counter, key) pairs, one per thread: the GPU side of the known-answer
