@@ -11,7 +11,7 @@
 //! dim 64, 32 for dim 256 and up): the lanes load the row's quads side by side, so each load
 //! instruction of the warp touches consecutive addresses (*coalesced*), sum their parts of
 //! `log alpha`, and combine the partial sums with `log2 G` shuffles. A warp holds `32 / G` rows
-//! at once; it works through *tiles* of 32 consecutive rows, and a grid-stride loop over tiles
+//! at once; it works through *tiles* of up to 32 consecutive rows, and a grid-stride loop over tiles
 //! lets any grid cover any batch.
 
 use core::arch::asm;
