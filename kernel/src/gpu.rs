@@ -807,7 +807,8 @@ entry_points!(
     mh_step_q8,
     mh_step_with_noise_q8
 );
-entry_points!(0, false, mh_step_streaming, mh_step_with_noise_streaming);
+// The general pair: any row length, any alignment. The others are faster specializations of it.
+entry_points!(0, false, mh_step, mh_step_with_noise);
 
 /// Philox4x32-10 of `n` (counter, key) pairs, one per thread: the GPU side of the known-answer
 /// test.

@@ -115,16 +115,17 @@ impl Variant {
 
 /// The step's entry points, `(mh_step..., mh_step_with_noise...)`, one pair per
 /// [`Variant::ALL`] entry: the first draws its random numbers in the kernel, the second reads
-/// the caller's. `q2`, `q8`: rows kept in registers (2 or 8 quads per lane); `streaming`: any
-/// row; `v4`: 16-byte vectors. (`mh_step_q8*` exist but are not chosen: see
-/// [`mh::MAX_RESIDENT_QUADS_CALLER_NOISE`].)
+/// the caller's. `mh_step` and `mh_step_with_noise` are the general pair (any row, any
+/// alignment); the others specialize them: `q2`, `q8` keep rows in registers (2 or 8 quads per
+/// lane), `streaming` streams long rows with 16-byte vectors, `v4` marks 16-byte vectors.
+/// (`mh_step_q8*` exist but are not chosen: see [`mh::MAX_RESIDENT_QUADS_CALLER_NOISE`].)
 pub const ENTRY_POINTS: [(&str, &str); 6] = [
     ("mh_step_q2_v4", "mh_step_with_noise_q2_v4"),
     ("mh_step_q2", "mh_step_with_noise_q2"),
     ("mh_step_q8_v4", "mh_step_with_noise_q8_v4"),
     ("mh_step_q8", "mh_step_with_noise_q8"),
     ("mh_step_streaming_v4", "mh_step_with_noise_streaming_v4"),
-    ("mh_step_streaming", "mh_step_with_noise_streaming"),
+    ("mh_step", "mh_step_with_noise"),
 ];
 
 /// Name of the entry point that evaluates Philox for many (counter, key) pairs (known-answer
