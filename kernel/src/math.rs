@@ -12,7 +12,7 @@
 //!   same bits on the GPU and the CPU. It replaced `libm::logf`, whose division and
 //!   special-case branches made it the largest part of the Box–Muller transform on the H200.
 //! - `sin`, `cos` and `sqrt` are the GPU's special function unit instructions `sin.approx.f32`,
-//!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, see [`crate::gpu`]): one instruction
+//!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, see the `gpu` module): one instruction
 //!   each, at 16 per clock per SM beside the 128 FP32 lanes. On the CPU they are `libm`'s.
 //!
 //! The price of the SFU is accuracy, and it is bounded: `sin/cos.approx` err by at most about

@@ -1,6 +1,6 @@
 //! The Metropolis–Hastings step of one row, as pure functions of values.
 //!
-//! The GPU kernel ([`crate::gpu`]) and the CPU reference (the host library's `cpu` module) both
+//! The GPU kernel (the `gpu` module) and the CPU reference (the host library's `cpu` module) both
 //! call these; only loading and storing differ between them. The work of a row is split the way
 //! the GPU splits it, so the CPU can follow the same order of floating-point operations:
 //!
