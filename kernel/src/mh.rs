@@ -140,9 +140,17 @@ pub fn log_alpha(term_total: f32) -> f32 {
 }
 
 /// `log(max(u, 1e-10))`. A NaN `u` stays NaN (never accepts), as `torch.clamp` keeps NaN.
+///
+/// For `u` in `[0, 1]` (all the API lets through) the clamped value is a positive normal float,
+/// so the branch-free [`math::ln_normal`] applies; the NaN case is a select, not a branch.
 #[inline(always)]
 pub fn log_uniform(u: f32) -> f32 {
-    math::ln(if u < MIN_UNIFORM { MIN_UNIFORM } else { u })
+    let clamped = if u < MIN_UNIFORM { MIN_UNIFORM } else { u };
+    if u.is_nan() {
+        u
+    } else {
+        math::ln_normal(clamped)
+    }
 }
 
 /// The Metropolis decision: accept when `log u < log alpha`.
