@@ -293,9 +293,11 @@ fn row_step(
         Draws::Caller { noise, .. } => quad_of(&noise[row * dim..(row + 1) * dim], q),
     };
 
+    // Pass 1 writes each quad's proposal straight into `out` (drawn once); pass 2 puts `x`
+    // back if the row is rejected.
     let g = mh::group_width(dim);
     let mut partials = [0.0f32; WARP_SIZE];
-    for q in 0..mh::quads_per_row(dim) {
+    for (q, chunk) in out.chunks_mut(QUAD).enumerate() {
         let xq = quad_of(x, q);
         let p = mh::propose(xq, eps(q), step_size);
         let lane = q % g;
@@ -306,6 +308,7 @@ fn row_step(
             quad_of(target.mu(), q),
             quad_of(target.inv_var(), q),
         );
+        chunk.copy_from_slice(&p[..chunk.len()]);
     }
     let log_alpha = mh::log_alpha(mh::group_sum_emulated(&partials[..g]));
     let u = match draws {
@@ -314,15 +317,8 @@ fn row_step(
     };
     let log_u = mh::log_uniform(u);
     let accepted = mh::accept(log_u, log_alpha);
-
-    for (q, chunk) in out.chunks_mut(QUAD).enumerate() {
-        let xq = quad_of(x, q);
-        let value = if accepted {
-            mh::propose(xq, eps(q), step_size)
-        } else {
-            xq
-        };
-        chunk.copy_from_slice(&value[..chunk.len()]);
+    if !accepted {
+        out.copy_from_slice(x);
     }
     Decision {
         accepted,
