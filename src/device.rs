@@ -160,14 +160,11 @@ impl Gpu {
             .map_err(|e| oom_or(e, what, len * size_of::<T>()))
     }
 
-    fn upload<T: DeviceRepr + ValidAsZeroBits>(
-        &self,
-        what: &'static str,
-        host: &[T],
-    ) -> Result<CudaSlice<T>> {
-        let mut dev = self.alloc(what, host.len())?;
-        self.stream.memcpy_htod(host, &mut dev)?;
-        Ok(dev)
+    /// A new device buffer holding a copy of `host` (allocated, not zeroed, then copied).
+    fn upload<T: DeviceRepr>(&self, what: &'static str, host: &[T]) -> Result<CudaSlice<T>> {
+        self.stream
+            .clone_htod(host)
+            .map_err(|e| oom_or(e, what, size_of_val(host)))
     }
 
     /// Uploads the chains' states `x[batch * dim]` (row-major), with room for the next state and
