@@ -64,20 +64,44 @@ pub fn ln(x: f32) -> f32 {
 /// give meaningless finite results.
 #[inline(always)]
 pub fn ln_normal(x: f32) -> f32 {
+    scaled_ln_normal(x, 1.0)
+}
+
+/// `-2 ln x`, the Box–Muller radius squared, for the arguments of [`ln_normal`]: bit for bit
+/// `-2.0 * ln_normal(x)` (but +0 rather than -0 at `x = 1`), one multiplication cheaper.
+///
+/// Scaling by `-2` is exact in binary floating point, so it can be moved into the constants
+/// (each coefficient doubled and negated) without changing a single rounding: every
+/// intermediate value is exactly `-2` times the one [`ln_normal`] computes.
+#[inline(always)]
+pub fn minus_two_ln_normal(x: f32) -> f32 {
+    scaled_ln_normal(x, -2.0)
+}
+
+/// `scale * ln x` with `scale` a power of two (1 or -2 here), folded into the constants.
+#[inline(always)]
+fn scaled_ln_normal(x: f32, scale: f32) -> f32 {
     // x = 2^k * m with m in [sqrt(1/2), sqrt(2)): shift the bits so that the mantissa range
     // starts at sqrt(1/2), read the exponent, and put the mantissa back above sqrt(1/2).
     let bits = x.to_bits().wrapping_add(0x3f80_0000 - 0x3f35_04f3);
     let k = (bits >> 23) as i32 - 0x7f;
     let m = f32::from_bits((bits & 0x007f_ffff) + 0x3f35_04f3);
     let f = m - 1.0;
-    let mut p = LN1P_P[6];
+    let mut p = scale * LN1P_P[6];
     for c in LN1P_P[..6].iter().rev() {
-        p = fma(p, f, *c);
+        p = fma(p, f, scale * *c);
     }
     let f2 = f * f;
-    let ln1p = fma(f2 * f, p, fma(-0.5, f2, f));
+    // scale * (f - f^2 / 2) with one rounding: fma(-0.5, f2, f) unscaled, and for scale = -2
+    // fma(-2, f, f2), whose exact value is -2 times the former's.
+    let linear = if scale == 1.0 {
+        fma(-0.5, f2, f)
+    } else {
+        fma(scale, f, -0.5 * scale * f2)
+    };
+    let ln1p = fma(f2 * f, p, linear);
     let kf = k as f32;
-    fma(kf, LN2_HI, fma(kf, LN2_LO, ln1p))
+    fma(kf, scale * LN2_HI, fma(kf, scale * LN2_LO, ln1p))
 }
 
 #[cfg(target_arch = "nvptx64")]
@@ -138,6 +162,22 @@ mod tests {
             bits += 97;
         }
         assert!(worst_all <= 4.0, "worst relative error {worst_all} ulp");
+    }
+
+    #[test]
+    fn minus_two_ln_is_minus_two_times_ln_bit_for_bit() {
+        // Every uniform the normal transform feeds it, as in the accuracy test above. The one
+        // difference is the sign of zero at u = 1 (+0 here, -0 from -2.0 * 0.0): equal values,
+        // and a radius of 0 either way.
+        for k in 1..1u32 << 23 {
+            let u = k as f32 / 8_388_608.0;
+            assert_eq!(
+                minus_two_ln_normal(u).to_bits(),
+                (-2.0 * ln_normal(u)).to_bits(),
+                "u = {u}"
+            );
+        }
+        assert!(minus_two_ln_normal(1.0) == 0.0 && ln_normal(1.0) == 0.0);
     }
 
     #[test]

@@ -73,7 +73,7 @@ pub fn uniform_angle(bits: u32) -> f32 {
 /// few million draws can see and no MCMC proposal cares about.
 #[inline(always)]
 pub fn box_muller(a: u32, b: u32) -> [f32; 2] {
-    let r = math::sqrt(-2.0 * math::ln_normal(uniform_nonzero(a)));
+    let r = math::sqrt(math::minus_two_ln_normal(uniform_nonzero(a)));
     let theta = uniform_angle(b);
     [r * math::cos(theta), r * math::sin(theta)]
 }
