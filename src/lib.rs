@@ -77,4 +77,25 @@ mod tests {
             .collect();
         assert!(locals.is_empty(), "local memory in the PTX: {locals:?}");
     }
+
+    /// The register-resident kernels stage the target in a shared array declared inside inline
+    /// PTX (`stage_target` in the kernel crate). Were the compiler to duplicate that asm block,
+    /// a kernel would declare two arrays, write one and read the other. Each kernel must
+    /// declare at most one, and the resident kernels exactly one.
+    #[test]
+    fn each_kernel_declares_at_most_one_shared_array() {
+        let mut kernels = FUSED_MH_PTX.split(".entry ").skip(1).peekable();
+        assert!(kernels.peek().is_some(), "the embedded PTX has no kernels");
+        for body in kernels {
+            let name = body.split('(').next().unwrap_or_default();
+            let arrays = body
+                .matches(".shared .align 16 .b8 fused_mh_target[")
+                .count();
+            let resident = name.contains("_q2") || name.contains("_q8");
+            assert!(
+                arrays == usize::from(resident),
+                "{name} declares {arrays} staged target arrays"
+            );
+        }
+    }
 }

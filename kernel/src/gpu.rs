@@ -196,6 +196,38 @@ unsafe fn store_v4(ptr: *mut f32, v: [f32; 4]) {
     }
 }
 
+/// Loads the 16-byte quad at shared-memory address `addr` (`ld.shared.v4.f32`).
+///
+/// # Safety
+/// `addr` is a 16-byte aligned address inside a shared array of this block, written before the
+/// last block barrier.
+#[inline(always)]
+unsafe fn load_shared_v4(addr: u32) -> [f32; 4] {
+    let (a, b, c, d): (f32, f32, f32, f32);
+    // SAFETY: the caller guarantees 16 readable, aligned bytes of shared memory at addr.
+    unsafe {
+        asm!("ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{p}];",
+             a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
+             p = in(reg32) addr, options(pure, readonly, nostack));
+    }
+    [a, b, c, d]
+}
+
+/// Stores a quad at shared-memory address `addr` (`st.shared.v4.f32`).
+///
+/// # Safety
+/// `addr` is a 16-byte aligned address inside a shared array of this block that no other
+/// thread accesses until the next block barrier.
+#[inline(always)]
+unsafe fn store_shared_v4(addr: u32, v: [f32; 4]) {
+    // SAFETY: the caller guarantees 16 writable, aligned, unshared bytes at addr.
+    unsafe {
+        asm!("st.shared.v4.f32 [{p}], {{{a}, {b}, {c}, {d}}};",
+             p = in(reg32) addr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2],
+             d = in(reg32) v[3], options(nostack));
+    }
+}
+
 /// Loads the `valid` leading elements of the quad at `ptr` (the rest are 0): one vector load
 /// when `V4` (every quad full and 16-byte aligned), else element by element.
 ///
@@ -246,13 +278,14 @@ unsafe fn store_quad<const V4: bool>(ptr: *mut f32, v: [f32; 4], valid: usize) {
 /// Philox has nothing to load), [`Noise::normals`] the computing (Philox draws; caller noise
 /// hands back what was fetched).
 trait Noise {
-    /// Starts getting the normals of quad `quad` of `row` (`valid` of them are used).
+    /// Starts getting the normals of quad `quad` of the row whose first element is element
+    /// `offset` of the batch (`valid` of them are used).
     ///
     /// # Safety
-    /// For caller noise: `row < batch`, the quad inside the row, and `V4` only if aligned.
-    unsafe fn fetch<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4];
-    /// The normals of quad `quad` of `row`, given what [`Noise::fetch`] returned for it.
-    fn normals(&self, fetched: [f32; 4], row: usize, quad: usize) -> [f32; 4];
+    /// For caller noise: the quad lies inside the batch, and `V4` only if it is aligned.
+    unsafe fn fetch<const V4: bool>(&self, offset: usize, quad: usize, valid: usize) -> [f32; 4];
+    /// The normals of quad `quad` of row `row`, given what [`Noise::fetch`] returned for it.
+    fn normals(&self, fetched: [f32; 4], row: u32, quad: usize) -> [f32; 4];
     /// The acceptance uniform of `row`.
     ///
     /// # Safety
@@ -268,12 +301,17 @@ struct PhiloxNoise {
 
 impl Noise for PhiloxNoise {
     #[inline(always)]
-    unsafe fn fetch<const V4: bool>(&self, _row: usize, _quad: usize, _valid: usize) -> [f32; 4] {
+    unsafe fn fetch<const V4: bool>(
+        &self,
+        _offset: usize,
+        _quad: usize,
+        _valid: usize,
+    ) -> [f32; 4] {
         [0.0; 4]
     }
     #[inline(always)]
-    fn normals(&self, _fetched: [f32; 4], row: usize, quad: usize) -> [f32; 4] {
-        rng::normal_quad(self.key, row as u32, self.step, quad as u32)
+    fn normals(&self, _fetched: [f32; 4], row: u32, quad: usize) -> [f32; 4] {
+        rng::normal_quad(self.key, row, self.step, quad as u32)
     }
     #[inline(always)]
     unsafe fn uniform(&self, row: usize) -> f32 {
@@ -285,17 +323,16 @@ impl Noise for PhiloxNoise {
 struct CallerNoise {
     noise: *const f32,
     uniform: *const f32,
-    dim: usize,
 }
 
 impl Noise for CallerNoise {
     #[inline(always)]
-    unsafe fn fetch<const V4: bool>(&self, row: usize, quad: usize, valid: usize) -> [f32; 4] {
-        // SAFETY: the quad lies in row `row` of the [batch, dim] noise buffer.
-        unsafe { load_quad::<V4>(self.noise.add(row * self.dim + QUAD * quad), valid) }
+    unsafe fn fetch<const V4: bool>(&self, offset: usize, quad: usize, valid: usize) -> [f32; 4] {
+        // SAFETY: the quad lies in the [batch, dim] noise buffer (the caller's guarantee).
+        unsafe { load_quad::<V4>(self.noise.add(offset + QUAD * quad), valid) }
     }
     #[inline(always)]
-    fn normals(&self, fetched: [f32; 4], _row: usize, _quad: usize) -> [f32; 4] {
+    fn normals(&self, fetched: [f32; 4], _row: u32, _quad: usize) -> [f32; 4] {
         fetched
     }
     #[inline(always)]
@@ -319,7 +356,64 @@ struct StepArgs {
     tile_rows: usize,
 }
 
+/// Bytes of shared memory per target quad: its 4 `mu` and its 4 `inv_var`.
+const TARGET_QUAD_BYTES: u32 = 2 * 16;
+
 impl StepArgs {
+    /// Copies the target (`mu`, `inv_var`, zero-padded to whole quads) into the block's shared
+    /// memory and returns the copy's address, for the register-resident kernels (rows of at most
+    /// `Q * 32` quads). Every thread of the block must call this, once, at the start.
+    ///
+    /// Why: every row reads the whole target. From global memory those reads are L1 hits that
+    /// share the L1TEX pipeline with the stream of `x` misses and need 64-bit addresses held in
+    /// registers; from shared memory they are one 32-bit address and a few dozen cycles. On the
+    /// H200 this took the Q2 kernel from 64 to 55 registers at the same speed (the step is
+    /// issue-bound, see `bench/NOTES.md`), headroom the loop structure below spends.
+    ///
+    /// The array is declared inside the inline PTX, in its own scope, so each kernel that calls
+    /// this gets one (a test of the host library checks that no kernel declares two).
+    ///
+    /// # Safety
+    /// `quads_per_row(dim) <= Q * 32`, `V4` only if `dim % 4 == 0`, and all threads of the
+    /// block call it (it ends with a block barrier).
+    #[inline(always)]
+    unsafe fn stage_target<const Q: usize, const V4: bool>(&self) -> u32 {
+        let base: u32;
+        // SAFETY: declares a block-shared array and takes its address; no memory is touched.
+        unsafe {
+            asm!("{{ .shared .align 16 .b8 fused_mh_target[{bytes}]; mov.u32 {base}, fused_mh_target; }}",
+                 bytes = const Q * WARP_SIZE * TARGET_QUAD_BYTES as usize,
+                 base = out(reg32) base, options(nostack));
+        }
+        let n_quads = mh::quads_per_row(self.dim);
+        let mut q = thread_idx_x();
+        while q < n_quads {
+            // SAFETY: q < n_quads; the array holds Q * 32 >= n_quads quads, and quad q is this
+            // thread's alone until the barrier.
+            unsafe {
+                let (mu, inv_var) = self.target_quad::<V4>(q);
+                let at = base + q as u32 * TARGET_QUAD_BYTES;
+                store_shared_v4(at, mu);
+                store_shared_v4(at + 16, inv_var);
+            }
+            q += block_dim_x();
+        }
+        // SAFETY: every thread of the block reaches this barrier (the caller's contract).
+        unsafe { nvptx::_syncthreads() };
+        base
+    }
+
+    /// Quad `q` of the target from the shared copy at `base` (see [`Self::stage_target`]).
+    ///
+    /// # Safety
+    /// `base` comes from `stage_target` in this launch and `q < quads_per_row(dim)`.
+    #[inline(always)]
+    unsafe fn shared_target_quad(base: u32, q: usize) -> ([f32; 4], [f32; 4]) {
+        let at = base + q as u32 * TARGET_QUAD_BYTES;
+        // SAFETY: inside the staged array, written before the barrier.
+        unsafe { (load_shared_v4(at), load_shared_v4(at + 16)) }
+    }
+
     /// The target's `(mu, inv_var)` for quad `q`, zero-padded past `dim` (so the padded
     /// elements' terms vanish, see [`mh::add_quad_terms`]).
     ///
@@ -338,39 +432,81 @@ impl StepArgs {
         }
     }
 
-    /// Quad `q` of the current state of `row`.
+    /// Quad `q` of the current state of the row that starts at element `offset`.
     ///
     /// # Safety
-    /// `row < batch`, `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0` (rows then
-    /// start 16-byte aligned).
+    /// `offset` is `row * dim` for a `row < batch`, `q < quads_per_row(dim)`, and `V4` only if
+    /// `dim % 4 == 0` (rows then start 16-byte aligned).
     #[inline(always)]
-    unsafe fn x_quad<const V4: bool>(&self, row: usize, q: usize) -> [f32; 4] {
-        // SAFETY: the quad lies inside row `row` of x.
+    unsafe fn x_quad<const V4: bool>(&self, offset: usize, q: usize) -> [f32; 4] {
+        // SAFETY: the quad lies inside the row, inside x.
         unsafe {
             load_quad::<V4>(
-                self.x.add(row * self.dim + QUAD * q),
+                self.x.add(offset + QUAD * q),
                 mh::valid_in_quad(self.dim, q),
             )
         }
     }
 
-    /// Writes quad `q` of the new state of `row`.
+    /// Writes quad `q` of the new state of the row that starts at element `offset`.
     ///
     /// # Safety
     /// As [`Self::x_quad`], and this lane is the quad's only writer.
     #[inline(always)]
-    unsafe fn store_x_new<const V4: bool>(&self, row: usize, q: usize, v: [f32; 4]) {
-        let at = row * self.dim + QUAD * q;
+    unsafe fn store_x_new<const V4: bool>(&self, offset: usize, q: usize, v: [f32; 4]) {
         // SAFETY: x_new has the shape of x.
-        unsafe { store_quad::<V4>(self.x_new.add(at), v, mh::valid_in_quad(self.dim, q)) }
+        unsafe {
+            store_quad::<V4>(
+                self.x_new.add(offset + QUAD * q),
+                v,
+                mh::valid_in_quad(self.dim, q),
+            )
+        }
+    }
+}
+
+/// A warp's tile: up to `tile_rows` consecutive rows, starting at `first_row`.
+#[derive(Clone, Copy)]
+struct Tile {
+    first_row: usize,
+    /// How many of its rows lie inside the batch (0 for a tile past the end).
+    rows: u32,
+    /// `first_row * dim`: where the tile starts in `x`, `x_new` and the noise.
+    offset: usize,
+}
+
+impl Tile {
+    /// The tile starting at `first_row` (the only 64-bit multiplication of a tile: rows inside
+    /// it are reached by adding `dim`s).
+    #[inline(always)]
+    fn at(args: &StepArgs, first_row: usize) -> Tile {
+        let rows = if first_row < args.batch {
+            (args.batch - first_row).min(args.tile_rows) as u32
+        } else {
+            0
+        };
+        Tile {
+            first_row,
+            rows,
+            offset: first_row * args.dim,
+        }
+    }
+
+    /// Row `i` of the tile as a Philox counter word (rows are below 2^32, so the low word of
+    /// `first_row + i` is the row itself).
+    #[inline(always)]
+    fn row_word(&self, i: u32) -> u32 {
+        (self.first_row as u32).wrapping_add(i)
     }
 }
 
 /// What a lane needs to know about the row its group is working on.
 #[derive(Clone, Copy)]
 struct RowSlot {
-    /// The row, valid only if `live`.
-    row: usize,
+    /// The row, as its Philox counter word.
+    row: u32,
+    /// `row * dim`: the row's first element.
+    offset: usize,
     /// False for the groups of the last tile that fall past the batch: they still take part in
     /// the shuffles, but load, store and decide nothing.
     live: bool,
@@ -389,7 +525,7 @@ struct RowSlot {
 fn propose_quad<N: Noise>(
     args: &StepArgs,
     noise: &N,
-    row: usize,
+    row: u32,
     q: usize,
     input: QuadInput,
     target: ([f32; 4], [f32; 4]),
@@ -416,22 +552,23 @@ impl QuadInput {
         fetched: [0.0; 4],
     };
 
-    /// Issues the loads of quad `q` of `row`.
+    /// Issues the loads of quad `q` of the row that starts at element `offset`.
     ///
     /// # Safety
-    /// `row < batch`, `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0`.
+    /// `offset = row * dim` with `row < batch`, `q < quads_per_row(dim)`, and `V4` only if
+    /// `dim % 4 == 0`.
     #[inline(always)]
     unsafe fn load<N: Noise, const V4: bool>(
         args: &StepArgs,
         noise: &N,
-        row: usize,
+        offset: usize,
         q: usize,
     ) -> Self {
         // SAFETY: forwarded from the caller.
         unsafe {
             QuadInput {
-                x: args.x_quad::<V4>(row, q),
-                fetched: noise.fetch::<V4>(row, q, mh::valid_in_quad(args.dim, q)),
+                x: args.x_quad::<V4>(offset, q),
+                fetched: noise.fetch::<V4>(offset, q, mh::valid_in_quad(args.dim, q)),
             }
         }
     }
@@ -444,16 +581,17 @@ struct LaneRow<const Q: usize> {
 }
 
 impl<const Q: usize> LaneRow<Q> {
-    /// Issues the loads of this lane's quads of `row` (nothing for a row past the batch). The
+    /// Issues the loads of this lane's quads of the row at `offset` (nothing if `!live`). The
     /// caller uses them one row later: the loads are in flight while the current row computes.
     ///
     /// # Safety
-    /// `V4` only if `dim % 4 == 0`.
+    /// If `live`, `offset = row * dim` with `row < batch`; `V4` only if `dim % 4 == 0`.
     #[inline(always)]
     unsafe fn load<N: Noise, const V4: bool>(
         args: &StepArgs,
         noise: &N,
-        row: usize,
+        offset: usize,
+        live: bool,
         lane_in_group: usize,
         g: usize,
     ) -> Self {
@@ -461,9 +599,9 @@ impl<const Q: usize> LaneRow<Q> {
         let mut quads = [QuadInput::ZERO; Q];
         for (k, input) in quads.iter_mut().enumerate() {
             let q = lane_in_group + k * g;
-            if row < args.batch && q < n_quads {
-                // SAFETY: row < batch and q < n_quads.
-                *input = unsafe { QuadInput::load::<N, V4>(args, noise, row, q) };
+            if live && q < n_quads {
+                // SAFETY: a row inside the batch, and q < n_quads.
+                *input = unsafe { QuadInput::load::<N, V4>(args, noise, offset, q) };
             }
         }
         LaneRow { quads }
@@ -485,6 +623,7 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     noise: &N,
     slot: RowSlot,
     ahead: &LaneRow<Q>,
+    target: u32,
 ) -> bool {
     let n_quads = mh::quads_per_row(args.dim);
     let mut ps = [[0.0f32; 4]; Q];
@@ -500,8 +639,8 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
                 slot.row,
                 q,
                 ahead.quads[k],
-                // SAFETY: q < n_quads.
-                unsafe { args.target_quad::<V4>(q) },
+                // SAFETY: q < n_quads, and `target` is the staged copy.
+                unsafe { StepArgs::shared_target_quad(target, q) },
                 partial,
             );
         }
@@ -511,8 +650,8 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
             let out = if accept { ps[k] } else { ahead.quads[k].x };
-            // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
-            unsafe { args.store_x_new::<V4>(slot.row, q, out) };
+            // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
+            unsafe { args.store_x_new::<V4>(slot.offset, q, out) };
         }
     }
     accept
@@ -541,28 +680,28 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
     let mut q = slot.lane_in_group;
     let mut next = QuadInput::ZERO;
     if slot.live && q < n_quads {
-        // SAFETY: row < batch (live) and q < n_quads.
-        next = unsafe { QuadInput::load::<N, V4>(args, noise, slot.row, q) };
+        // SAFETY: a row inside the batch (live) and q < n_quads.
+        next = unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, q) };
     }
     while slot.live && q < n_quads {
         let input = next;
         if q + slot.g < n_quads {
-            // SAFETY: row < batch and q + g < n_quads.
-            next = unsafe { QuadInput::load::<N, V4>(args, noise, slot.row, q + slot.g) };
+            // SAFETY: a row inside the batch and q + g < n_quads.
+            next = unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, q + slot.g) };
         }
         // SAFETY: q < n_quads.
         let target = unsafe { args.target_quad::<V4>(q) };
         let p;
         (p, partial) = propose_quad(args, noise, slot.row, q, input, target, partial);
-        // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
-        unsafe { args.store_x_new::<V4>(slot.row, q, p) };
+        // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
+        unsafe { args.store_x_new::<V4>(slot.offset, q, p) };
         q += slot.g;
     }
     let accept = decide(partial, slot);
     let mut q = slot.lane_in_group;
     while slot.live && !accept && q < n_quads {
-        // SAFETY: row < batch, q < n_quads, and quad q is this lane's alone.
-        unsafe { args.store_x_new::<V4>(slot.row, q, args.x_quad::<V4>(slot.row, q)) };
+        // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
+        unsafe { args.store_x_new::<V4>(slot.offset, q, args.x_quad::<V4>(slot.offset, q)) };
         q += slot.g;
     }
     accept
@@ -586,91 +725,120 @@ fn decide(partial: f32, slot: RowSlot) -> bool {
 /// warp (lanes `iG .. iG + G`) takes the next row, gets its `log u` from the lane that fetched
 /// it (`shfl.sync.idx`), and does the row (register-resident when `Q > 0`, streamed with
 /// speculative writes when `Q == 0`). With `Q > 0`, the loads of the warp's next row are issued
-/// before the current row is computed, so they travel from memory while it computes (software pipelining: without it,
-/// each warp waited for its loads, and the H200 ran the step at 67 % of the copy bandwidth).
+/// before the current row is computed, so they travel from memory while it computes (software
+/// pipelining: without it, each warp waited for its loads, and the H200 ran the step at 67 % of
+/// the copy bandwidth).
+///
+/// The bookkeeping is kept cheap because it runs once per row and the row's arithmetic is
+/// only a few hundred instructions per lane: the tile is the unit of 64-bit index arithmetic
+/// ([`Tile::at`]), and rows inside it are counted in 32 bits and reached by adding `dim`.
 ///
 /// # Safety
 /// See the entry points.
 #[inline(always)]
 unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, noise: &N) {
     let g = mh::group_width(args.dim);
-    let rows_at_once = WARP_SIZE / g;
+    let rows_at_once = (WARP_SIZE / g) as u32;
     let lane = lane_id();
-    let (lane_in_group, group) = (lane % g, lane / g);
+    let (lane_in_group, group) = (lane % g, (lane / g) as u32);
     let warps_per_block = block_dim_x() / WARP_SIZE;
     let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
     let warps = grid_dim_x() * warps_per_block;
-
-    let tile_rows = args.tile_rows;
-    let tile_stride = warps * tile_rows;
-    // Register-resident rows have their inputs loaded one row ahead.
+    let tile_rows = args.tile_rows as u32;
+    let tile_stride = warps * args.tile_rows;
+    // Elements between the rows a group takes one after the other inside a tile, and from a
+    // tile's first row to this group's first row.
+    let row_step = rows_at_once as usize * args.dim;
+    let group_offset = group as usize * args.dim;
+    // Register-resident rows have their inputs loaded one row ahead, and their target in
+    // shared memory.
     let prefetch = Q > 0;
-    let mut tile = warp * tile_rows;
-    let mut first = 0;
+    let target = if Q > 0 {
+        // SAFETY: the host picks a resident variant only for rows of at most Q quads per lane,
+        // so at most Q * 32 quads; every thread of the block is here.
+        unsafe { args.stage_target::<Q, V4>() }
+    } else {
+        0
+    };
+
+    let mut tile = Tile::at(args, warp * args.tile_rows);
     let mut ahead = LaneRow::<Q> {
         quads: [QuadInput::ZERO; Q],
     };
     if prefetch {
-        // SAFETY: V4 only when dim % 4 == 0 (the host's choice); rows past the batch load nothing.
-        ahead = unsafe { LaneRow::load::<N, V4>(args, noise, tile + group, lane_in_group, g) };
+        // SAFETY: V4 only when dim % 4 == 0 (the host's choice); a row past the batch loads
+        // nothing.
+        ahead = unsafe {
+            LaneRow::load::<N, V4>(
+                args,
+                noise,
+                tile.offset + group_offset,
+                group < tile.rows,
+                lane_in_group,
+                g,
+            )
+        };
     }
-    let mut tile_log_u = 0.0;
-    while tile < args.batch {
-        if first == 0 {
-            // The log of the uniform, so that its cost too is shared by the tile.
-            let my_uniform_row = tile + lane;
-            tile_log_u = if lane < tile_rows && my_uniform_row < args.batch {
-                // SAFETY: the row is inside the batch.
-                mh::log_uniform(unsafe { noise.uniform(my_uniform_row) })
-            } else {
-                0.0
-            };
-        }
-        let in_tile = first + group;
-        let row = tile + in_tile;
-        let slot = RowSlot {
-            row,
-            live: row < args.batch,
-            lane_in_group,
-            g,
-            log_u: shfl_idx(tile_log_u, in_tile as u32),
-        };
-        // The warp's next rows: the rest of this tile, then its next tile.
-        let (next_tile, next_first) = if first + rows_at_once < tile_rows {
-            (tile, first + rows_at_once)
+    // `tile.rows` is the same in every lane: the loops below are uniform across the warp, as
+    // the shuffles inside them require.
+    while tile.rows > 0 {
+        // The log of the uniform, so that its cost too is shared by the tile.
+        let tile_log_u = if (lane as u32) < tile.rows {
+            // SAFETY: the row is inside the batch.
+            mh::log_uniform(unsafe { noise.uniform(tile.first_row + lane) })
         } else {
-            (tile + tile_stride, 0)
+            0.0
         };
-        let current = ahead;
-        if prefetch {
-            // SAFETY: as above.
-            ahead = unsafe {
-                LaneRow::load::<N, V4>(
-                    args,
-                    noise,
-                    next_tile + next_first + group,
-                    lane_in_group,
-                    g,
-                )
+        let mut first = 0u32;
+        let mut offset = tile.offset + group_offset;
+        loop {
+            let in_tile = first + group;
+            let slot = RowSlot {
+                row: tile.row_word(in_tile),
+                offset,
+                live: in_tile < tile.rows,
+                lane_in_group,
+                g,
+                log_u: shfl_idx(tile_log_u, in_tile),
             };
-        }
-        // SAFETY: forwarded from the entry point's contract; `Q` and `V4` were chosen by the
-        // host from `dim` (see `Variant`).
-        let accept = unsafe {
-            if Q == 0 {
-                row_streaming::<N, V4>(args, noise, slot)
-            } else {
-                row_resident::<N, Q, V4>(args, noise, slot, &current)
+            let last_in_tile = first + rows_at_once >= tile_rows;
+            let current = ahead;
+            if prefetch {
+                // The warp's next row: the rest of this tile, then the next tile.
+                let (next_offset, next_live) = if last_in_tile {
+                    let next_tile = Tile::at(args, tile.first_row + tile_stride);
+                    (next_tile.offset + group_offset, group < next_tile.rows)
+                } else {
+                    (offset + row_step, in_tile + rows_at_once < tile.rows)
+                };
+                // SAFETY: as above.
+                ahead = unsafe {
+                    LaneRow::load::<N, V4>(args, noise, next_offset, next_live, lane_in_group, g)
+                };
             }
-        };
-        if slot.live && lane_in_group == 0 {
-            // SAFETY: row < batch; lane 0 of the group is this row's only writer of the flag.
-            unsafe { *args.accepted.add(row) = u8::from(accept) };
+            // SAFETY: forwarded from the entry point's contract; `Q` and `V4` were chosen by
+            // the host from `dim` (see `Variant`).
+            let accept = unsafe {
+                if Q == 0 {
+                    row_streaming::<N, V4>(args, noise, slot)
+                } else {
+                    row_resident::<N, Q, V4>(args, noise, slot, &current, target)
+                }
+            };
+            if slot.live && lane_in_group == 0 {
+                // SAFETY: the row is inside the batch; lane 0 of the group is its flag's only
+                // writer.
+                unsafe { *args.accepted.add(tile.first_row + in_tile as usize) = u8::from(accept) };
+            }
+            if last_in_tile {
+                break;
+            }
+            first += rows_at_once;
+            offset += row_step;
         }
-        (tile, first) = (next_tile, next_first);
+        tile = Tile::at(args, tile.first_row + tile_stride);
     }
 }
-
 /// Defines the two entry points of one [`crate::Variant`]: `Q` quads per lane kept in registers
 /// (0: none, the row is streamed), `V4` for 16-byte loads (`dim % 4 == 0`).
 macro_rules! entry_points {
@@ -766,11 +934,7 @@ macro_rules! entry_points {
                 step_size,
                 tile_rows,
             };
-            let noise = CallerNoise {
-                noise,
-                uniform,
-                dim,
-            };
+            let noise = CallerNoise { noise, uniform };
             // SAFETY: forwarded from this function's contract.
             unsafe { step_tiles::<_, { $q }, $v4>(&args, &noise) }
         }
