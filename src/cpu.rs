@@ -179,6 +179,30 @@ pub fn par_step(
     run(x, shape, target, config.step_size(), draws, true)
 }
 
+/// `steps` consecutive steps from step counter `first_step` (all cores): the CPU twin of
+/// [`crate::Gpu::run`] without statistics. Returns the final states and each chain's accepted
+/// count.
+pub fn steps(
+    x: &[f32],
+    shape: Shape,
+    target: &Target,
+    config: &StepConfig,
+    first_step: u64,
+    steps: u64,
+) -> Result<(Vec<f32>, Vec<u32>)> {
+    shape.check_len("x", x)?;
+    let mut x = x.to_vec();
+    let mut counts = vec![0u32; shape.batch()];
+    for s in first_step..first_step + steps {
+        let out = par_step(&x, shape, target, config, s)?;
+        for (c, a) in counts.iter_mut().zip(&out.accepted) {
+            *c += u32::from(*a);
+        }
+        x = out.x_new;
+    }
+    Ok((x, counts))
+}
+
 /// One step with the caller's standard normals `noise[batch * dim]` and uniforms
 /// `uniform[batch]`: the CPU twin of the GPU's `mh_step_with_noise`.
 pub fn step_with_noise(

@@ -28,6 +28,11 @@ use crate::problem::{
 };
 use crate::{FUSED_MH_PTX, PTX_TARGET};
 
+mod chain;
+pub use chain::{
+    ChainStats, MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk,
+};
+
 /// Threads per block for the step kernels: 8 warps. A multiple of 32, as the kernels require.
 pub const THREADS_PER_BLOCK: u32 = 256;
 /// Blocks launched per SM at most; more rows than that are covered by the kernels' grid-stride
@@ -58,6 +63,7 @@ pub struct Gpu {
     /// Indexed like [`Variant::ALL`].
     kernels: Vec<StepKernels>,
     philox_many: CudaFunction,
+    chain: chain::ChainKernels,
     name: String,
     sms: usize,
 }
@@ -109,6 +115,7 @@ impl Gpu {
         Ok(Self {
             kernels,
             philox_many: module.load_function(PHILOX4X32_10_MANY)?,
+            chain: chain::ChainKernels::load(&module)?,
             _module: module,
             name: ctx.name()?,
             sms: sms.max(1) as usize,

@@ -68,6 +68,9 @@ pub enum Error {
         /// Its value.
         value: f32,
     },
+    /// A run plan that cannot run (no steps per launch, a thinning longer than the run).
+    #[error("invalid run: {0}")]
+    InvalidRun(String),
     /// Chains, target or noise that belong to different shapes.
     #[error("shape mismatch: {0}")]
     ShapeMismatch(String),

@@ -30,7 +30,10 @@ mod device;
 mod error;
 mod problem;
 
-pub use device::{DeviceChains, DeviceNoise, DeviceTarget, Gpu, THREADS_PER_BLOCK};
+pub use device::{
+    ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu, MAX_ELEMENT_STEPS_PER_LAUNCH,
+    RunPlan, THREADS_PER_BLOCK, TRACE_BUFFER_BYTES, TraceChunk,
+};
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;
 pub use problem::{Shape, StepConfig, Target};
@@ -53,7 +56,8 @@ mod tests {
         let names = kernel::ENTRY_POINTS
             .iter()
             .flat_map(|(a, b)| [*a, *b])
-            .chain([kernel::PHILOX4X32_10_MANY]);
+            .chain(kernel::FUSED_ENTRY_POINTS)
+            .chain([kernel::PHILOX4X32_10_MANY, kernel::CHAIN_STATS_UPDATE]);
         for name in names {
             assert!(
                 FUSED_MH_PTX.contains(&format!(".entry {name}(")),

@@ -345,6 +345,273 @@ fn missing_gpu_is_an_error_not_a_panic() -> Result<(), Failed> {
     }
 }
 
+/// (batch, dim, K) for the fused kernel: K = 1, odd dims, both register widths (q2 up to 256,
+/// q8 up to 1024), and a row of 1025 that falls back to single steps.
+const FUSED_CASES: [(usize, usize, u32); 7] = [
+    (1, 1, 1),
+    (7, 33, 5),
+    (4096, 64, 20),
+    (1000, 100, 3),
+    (5, 333, 7),
+    (256, 1000, 4),
+    (3, 1025, 3),
+];
+
+/// K fused steps against K single-step launches (bit-identical states, equal acceptance
+/// counts) and against K steps of the CPU reference.
+fn fused_equals_single_steps(batch: usize, dim: usize, k: u32) -> Result<(), Failed> {
+    let gpu = open()?;
+    let seed = (batch * 31 + dim * 7 + k as usize) as u64;
+    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
+    let config = StepConfig::new(step_size, seed ^ 0xfeed)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let first_step = (1u64 << 32) - 2; // crosses the 32-bit boundary of the step counter
+
+    let mut fused = gpu.upload_chains(&x, shape)?;
+    fused.set_step_counter(first_step);
+    let mut stats = gpu.new_stats(shape, false)?;
+    gpu.steps(&mut fused, &target_dev, &config, k, &mut stats)?;
+    let (x_fused, counts) = (fused.x()?, stats.accepted_counts()?);
+    if fused.step_counter() != first_step + u64::from(k) || stats.steps() != u64::from(k) {
+        return Err("the step counter did not advance by K".into());
+    }
+
+    let mut single = gpu.upload_chains(&x, shape)?;
+    single.set_step_counter(first_step);
+    let mut single_counts = vec![0u32; batch];
+    for _ in 0..k {
+        single.poison_outputs(POISON_X, POISON_FLAG)?;
+        gpu.step(&mut single, &target_dev, &config)?;
+        for (c, f) in single_counts.iter_mut().zip(single.accepted_flags()?) {
+            *c += u32::from(f);
+        }
+    }
+    let x_single = single.x()?;
+    if let Some(i) = (0..x_fused.len()).find(|&i| x_fused[i].to_bits() != x_single[i].to_bits()) {
+        return Err(format!(
+            "({batch}, {dim}, K={k}): element {i}: fused {} vs single steps {}",
+            x_fused[i], x_single[i]
+        )
+        .into());
+    }
+    if counts != single_counts {
+        return Err(format!("({batch}, {dim}, K={k}): acceptance counts differ").into());
+    }
+
+    // Against the CPU: each step agrees within the single step's tolerances, so after K steps
+    // a row whose accept/reject decisions all matched (same count) is within K times the
+    // per-step bounds; a row with a decision flipped at a boundary (|log u - log alpha| below
+    // the decision margin) has left the CPU's path, and at most K times the allowed
+    // per-step fraction of rows (plus one) may do that.
+    let (x_cpu, counts_cpu) = cpu::steps(&x, shape, &target, &config, first_step, u64::from(k))?;
+    let kf = k as f32;
+    let mut diverged = 0;
+    for row in 0..batch {
+        if counts[row] != counts_cpu[row] {
+            diverged += 1;
+            continue;
+        }
+        for d in 0..dim {
+            let (g, c) = (x_fused[row * dim + d], x_cpu[row * dim + d]);
+            let bound =
+                kf * (cpu::X_NEW_MAX_RELATIVE * c.abs() + cpu::X_NEW_ABS_PER_STEP_SIZE * step_size);
+            if (g - c).abs() > bound {
+                return Err(format!(
+                    "({batch}, {dim}, K={k}): x[{row}, {d}] GPU {g} vs CPU {c} (bound {bound})"
+                )
+                .into());
+            }
+        }
+    }
+    let allowed = (f64::from(k) * cpu::MAX_FLIPPED_FRACTION * batch as f64).floor() as usize + 1;
+    if diverged > allowed {
+        return Err(format!("{diverged} rows left the CPU's path (allowed {allowed})").into());
+    }
+    Ok(())
+}
+
+/// Two-pass mean and variance (f64) of each chain and coordinate over saved states
+/// `[n, batch * dim]`.
+fn two_pass(trace: &[f32], len: usize) -> (Vec<f64>, Vec<f64>) {
+    let n = (trace.len() / len) as f64;
+    let mut mean = vec![0f64; len];
+    for state in trace.chunks(len) {
+        for (m, &v) in mean.iter_mut().zip(state) {
+            *m += f64::from(v);
+        }
+    }
+    mean.iter_mut().for_each(|m| *m /= n);
+    let mut var = vec![0f64; len];
+    for state in trace.chunks(len) {
+        for ((s, &v), m) in var.iter_mut().zip(state).zip(&mean) {
+            *s += (f64::from(v) - m).powi(2);
+        }
+    }
+    var.iter_mut().for_each(|s| *s /= n);
+    (mean, var)
+}
+
+/// `Gpu::run` with the moments and a trace of every state (thin = 1, in small chunks): the
+/// running moments equal a two-pass computation over the trace, the trace equals single steps,
+/// and its last state is the final state. Several launches (K < steps) and chunks (3 states
+/// per chunk) per run; dims for q2, q8 and the single-step fallback.
+fn moments_and_trace(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let seed = (batch + dim) as u64;
+    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
+    let config = StepConfig::new(step_size, seed)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let plan = fused_mh::RunPlan {
+        thin: 1,
+        trace_buffer_bytes: 3 * 4 * shape.len(),
+        ..fused_mh::RunPlan::new(40, 16)
+    };
+    let mut trace = Vec::new();
+    let mut next_first = 0;
+    let mut reports = 0;
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut stats,
+        &mut |_, _| reports += 1,
+        &mut |chunk| {
+            assert_eq!(chunk.first, next_first, "trace chunks out of order");
+            next_first += (chunk.states.len() / shape.len()) as u64;
+            trace.extend_from_slice(chunk.states);
+            Ok(())
+        },
+    )?;
+    let len = shape.len();
+    if trace.len() != 40 * len || reports == 0 {
+        return Err(format!("trace holds {} states, not 40", trace.len() / len).into());
+    }
+    if trace[39 * len..] != chains.x()?[..] {
+        return Err("the last saved state is not the final state".into());
+    }
+    // The same run as single steps: every saved state, bit for bit.
+    let mut single = gpu.upload_chains(&x, shape)?;
+    for s in 0..40 {
+        gpu.step(&mut single, &target_dev, &config)?;
+        if single.x()?[..] != trace[s * len..(s + 1) * len] {
+            return Err(format!("saved state {s} differs from single step {s}").into());
+        }
+    }
+    let (mean, var) = two_pass(&trace, len);
+    let (got_mean, got_var) = (
+        stats.means()?.ok_or("no means")?,
+        stats.variances()?.ok_or("no variances")?,
+    );
+    // The running moments accumulate each launch's 16 steps in f32 (relative rounding
+    // ~16 * 2^-24 ~ 1e-6) and merge in f64: allow 1e-5 relative to the values' scale, and for
+    // the variance 1e-4 of itself plus 1e-5 of the squared scale (the f32 states themselves
+    // carry 2^-24 relative error).
+    for i in 0..len {
+        let scale = 1.0 + mean[i].abs();
+        if (got_mean[i] - mean[i]).abs() > 1e-5 * scale
+            || (got_var[i] - var[i]).abs() > 1e-4 * var[i] + 1e-5 * scale * scale
+        {
+            return Err(format!(
+                "element {i}: mean {} vs two-pass {}, variance {} vs {}",
+                got_mean[i], mean[i], got_var[i], var[i]
+            )
+            .into());
+        }
+    }
+    let counts = stats.accepted_counts()?;
+    if counts.iter().any(|&c| c > 40) || stats.steps() != 40 {
+        return Err("accepted counts beyond the number of steps".into());
+    }
+    Ok(())
+}
+
+/// Chains started far out (mu + 10 sigma) converge to the target: after burn-in, each
+/// dimension's mean over all chains and steps is within 5 standard errors of mu, the standard
+/// error from the spread of the chains' own means (the chains are independent, so each chain's
+/// mean is one batch mean: this accounts for autocorrelation), and the pooled variance is
+/// within 10 % of sigma^2. The acceptance rate over the run matches the CPU reference's
+/// (same random numbers) within 1 %.
+fn convergence() -> Result<(), Failed> {
+    let gpu = open()?;
+    let (batch, dim) = (4096, 8);
+    let shape = Shape::new(batch, dim)?;
+    let mu: Vec<f32> = (0..dim).map(|d| d as f32 * 0.75 - 2.0).collect();
+    let sigma: Vec<f32> = (0..dim).map(|d| 0.5 + 0.25 * d as f32).collect();
+    let target = Target::new(mu.clone(), sigma.clone())?;
+    let x: Vec<f32> = (0..shape.len())
+        .map(|i| mu[i % dim] + 10.0 * sigma[i % dim])
+        .collect();
+    // sigma spans 0.5 to 2.25: a step of about the smallest sigma accepts a fair share.
+    let config = StepConfig::new(0.6, 2024)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let (burn_in, steps) = (2_000u64, 8_000u64);
+    let mut burn = gpu.new_stats(shape, false)?;
+    let mut none = |_, _| {};
+    let mut no_trace = |_: fused_mh::TraceChunk<'_>| Ok(());
+    let plan = fused_mh::RunPlan::new(burn_in, 500);
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut burn,
+        &mut none,
+        &mut no_trace,
+    )?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let plan = fused_mh::RunPlan::new(steps, 1000);
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut stats,
+        &mut none,
+        &mut no_trace,
+    )?;
+    let (means, vars) = (
+        stats.means()?.ok_or("no means")?,
+        stats.variances()?.ok_or("no variances")?,
+    );
+    for d in 0..dim {
+        let chain_means: Vec<f64> = (0..batch).map(|c| means[c * dim + d]).collect();
+        let pooled = chain_means.iter().sum::<f64>() / batch as f64;
+        let spread = chain_means
+            .iter()
+            .map(|m| (m - pooled).powi(2))
+            .sum::<f64>()
+            / (batch - 1) as f64;
+        let se = (spread / batch as f64).sqrt();
+        let within = (0..batch).map(|c| vars[c * dim + d]).sum::<f64>() / batch as f64;
+        let total_var = within + spread * (batch - 1) as f64 / batch as f64;
+        let want_var = f64::from(sigma[d]).powi(2);
+        if (pooled - f64::from(mu[d])).abs() > 5.0 * se {
+            return Err(format!("dim {d}: mean {pooled} vs mu {} (se {se})", mu[d]).into());
+        }
+        if (total_var / want_var - 1.0).abs() > 0.10 {
+            return Err(format!("dim {d}: variance {total_var} vs sigma^2 {want_var}").into());
+        }
+    }
+    let gpu_rate = stats.acceptance_rate()?;
+    let (_, counts) = cpu::steps(&x, shape, &target, &config, 0, burn_in + steps)?;
+    let (_, burn_counts) = cpu::steps(&x, shape, &target, &config, 0, burn_in)?;
+    let accepted: u64 = counts
+        .iter()
+        .zip(&burn_counts)
+        .map(|(&a, &b)| u64::from(a - b))
+        .sum();
+    let cpu_rate = accepted as f64 / (steps as f64 * batch as f64);
+    if (gpu_rate / cpu_rate - 1.0).abs() > 0.01 {
+        return Err(format!("acceptance rate {gpu_rate} on the GPU, {cpu_rate} on the CPU").into());
+    }
+    eprintln!("convergence: acceptance rate GPU {gpu_rate:.5}, CPU {cpu_rate:.5}");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let gpu_present = match Gpu::open(0) {
@@ -390,5 +657,18 @@ fn main() -> ExitCode {
         "device_errors_are_typed".into(),
         Box::new(device_errors_are_typed),
     ));
+    for (batch, dim, k) in FUSED_CASES {
+        trials.push(gpu_test(
+            format!("fused_equals_single_steps::{batch}x{dim}::k{k}"),
+            Box::new(move || fused_equals_single_steps(batch, dim, k)),
+        ));
+    }
+    for (batch, dim) in [(300, 64), (40, 333), (6, 1030)] {
+        trials.push(gpu_test(
+            format!("moments_and_trace::{batch}x{dim}"),
+            Box::new(move || moments_and_trace(batch, dim)),
+        ));
+    }
+    trials.push(gpu_test("convergence".into(), Box::new(convergence)));
     libtest_mimic::run(&args, trials).exit_code()
 }

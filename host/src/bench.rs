@@ -35,6 +35,13 @@ const BANDWIDTH_TARGETS: [(Mode, usize, usize, f64); 4] = [
 const BACK_TO_BACK_TARGET_US: f64 = 3.0;
 const BACK_TO_BACK_SHAPE: (usize, usize) = (4096, 64);
 
+/// Fused K-step launches: (batch, dim, K, target in microseconds per step, if any).
+const FUSED_CASES: [(usize, usize, u32, Option<f64>); 3] = [
+    (4096, 64, 1000, Some(0.5)),
+    (1048576, 64, 100, Some(100.0)),
+    (65536, 1024, 100, None),
+];
+
 /// The CPU reference runs on at most this many elements per configuration; beyond, it runs on
 /// the first rows and its time is scaled to the whole batch (marked "sampled").
 const CPU_SAMPLE_ELEMENTS: usize = 1 << 22;
@@ -148,6 +155,22 @@ struct LaunchBound {
     target_met: bool,
 }
 
+/// One fused configuration: K steps per launch, state in registers.
+#[derive(Debug, Serialize)]
+struct FusedRow {
+    batch: usize,
+    dim: usize,
+    steps_per_launch: u32,
+    /// One launch of K steps.
+    gpu: Times,
+    us_per_step: f64,
+    updates_per_s: f64,
+    /// K fused steps against K single-step launches from the same state: bit-identical?
+    check: String,
+    target_us: Option<f64>,
+    target_met: Option<bool>,
+}
+
 #[derive(Debug, Serialize)]
 struct Report {
     gpu: Option<String>,
@@ -159,6 +182,7 @@ struct Report {
     copy_gbps: Option<f64>,
     rows: Vec<Row>,
     launch_bound: Option<LaunchBound>,
+    fused: Vec<FusedRow>,
 }
 
 /// Bytes a step must move at the least: x read, x_new written, a flag written per row, plus
@@ -212,6 +236,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         copy_gbps: None,
         rows: Vec::new(),
         launch_bound: None,
+        fused: Vec::new(),
     };
     if let Some(gpu) = &gpu {
         println!(
@@ -223,7 +248,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
         );
     }
 
-    let progress = ProgressBar::new((args.sizes.len() * modes.len() + 2) as u64);
+    let fused_cases: &[_] = if args.quick {
+        &FUSED_CASES[..1]
+    } else {
+        &FUSED_CASES
+    };
+    let progress =
+        ProgressBar::new((args.sizes.len() * modes.len() + 2 + fused_cases.len()) as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").expect("valid template"),
     );
@@ -250,6 +281,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
     if let Some(gpu) = &gpu {
         progress.set_message("back to back");
         report.launch_bound = Some(launch_bound(gpu, &args)?);
+        for &(batch, dim, k, target) in fused_cases {
+            progress.inc(1);
+            progress.set_message(format!("fused {batch}x{dim}, K = {k}"));
+            let row = fused(gpu, batch, dim, k, target, &args)
+                .with_context(|| format!("fused steps, batch {batch} x dim {dim}, K = {k}"))?;
+            report.fused.push(row);
+        }
     }
     progress.finish_and_clear();
 
@@ -463,6 +501,63 @@ fn launch_bound(gpu: &Gpu, args: &BenchArgs) -> Result<LaunchBound> {
     })
 }
 
+/// One launch of K fused steps, timed (median of a few launches; each launch is long), and
+/// checked against K single-step launches from the same state and step counter.
+fn fused(
+    gpu: &Gpu,
+    batch: usize,
+    dim: usize,
+    k: u32,
+    target: Option<f64>,
+    args: &BenchArgs,
+) -> Result<FusedRow> {
+    let inputs = inputs::generate(batch, dim, args.seed, false)?;
+    let target_dev = gpu.upload_target(&inputs.target)?;
+    let mut chains = gpu.upload_chains(&inputs.x, inputs.shape)?;
+    let mut stats = gpu.new_stats(inputs.shape, false)?;
+
+    // The check: a few steps fused and as single steps, from the same state and counter.
+    let check_steps = k.min(5);
+    let mut single = gpu.upload_chains(&inputs.x, inputs.shape)?;
+    gpu.steps(
+        &mut chains,
+        &target_dev,
+        &inputs.config,
+        check_steps,
+        &mut stats,
+    )?;
+    for _ in 0..check_steps {
+        gpu.step(&mut single, &target_dev, &inputs.config)?;
+    }
+    let same = chains
+        .x()?
+        .iter()
+        .zip(single.x()?)
+        .all(|(a, b)| a.to_bits() == b.to_bits());
+    let check = if same {
+        format!("bit-identical to {check_steps} single steps")
+    } else {
+        format!("FAILED: differs from {check_steps} single steps")
+    };
+
+    let reps = (args.reps / 10).clamp(3, 20);
+    let times = time_each(gpu, 2, reps, || {
+        Ok(gpu.steps(&mut chains, &target_dev, &inputs.config, k, &mut stats)?)
+    })?;
+    let us_per_step = times.median_us / f64::from(k);
+    Ok(FusedRow {
+        batch,
+        dim,
+        steps_per_launch: k,
+        gpu: times,
+        us_per_step,
+        updates_per_s: (batch * dim) as f64 / (us_per_step * 1e-6),
+        check,
+        target_us: target,
+        target_met: target.map(|t| us_per_step <= t),
+    })
+}
+
 fn print_table(report: &Report) {
     if let Some(c) = report.copy_gbps {
         println!("device-to-device copy: {c:.0} GB/s (read + write), the roofline below");
@@ -531,6 +626,34 @@ fn print_table(report: &Report) {
                 .map_or("-".into(), |g| format!("{g:.2}")),
             lb.target_us,
             if lb.target_met { "met" } else { "MISSED" }
+        );
+    }
+    if !report.fused.is_empty() {
+        println!("fused: K steps per launch, the state in registers");
+        println!(
+            "{:>8} {:>5} {:>5} {:>28} {:>10} {:>10}  {:<36} target",
+            "batch", "dim", "K", "GPU us/launch min/med/max", "us/step", "Gupd/s", "check"
+        );
+    }
+    for f in &report.fused {
+        let target = match (f.target_us, f.target_met) {
+            (Some(t), Some(true)) => format!("<={t} us/step met"),
+            (Some(t), _) => format!("<={t} us/step MISSED"),
+            _ => String::new(),
+        };
+        println!(
+            "{:>8} {:>5} {:>5} {:>28} {:>10.3} {:>10.1}  {:<36} {}",
+            f.batch,
+            f.dim,
+            f.steps_per_launch,
+            format!(
+                "{:.1}/{:.1}/{:.1}",
+                f.gpu.min_us, f.gpu.median_us, f.gpu.max_us
+            ),
+            f.us_per_step,
+            f.updates_per_s * 1e-9,
+            f.check,
+            target
         );
     }
 }

@@ -17,6 +17,7 @@
 use core::arch::asm;
 use core::arch::nvptx;
 
+use crate::math::fma;
 use crate::mh::{self, QUAD, WARP_SIZE};
 use crate::philox::{self, Key};
 use crate::rng;
@@ -975,6 +976,340 @@ entry_points!(
 );
 // The general pair: any row length, any alignment. The others are faster specializations of it.
 entry_points!(0, false, mh_step, mh_step_with_noise);
+
+/// The per-run inputs of the fused kernel beyond [`StepArgs`]: the random stream, how many
+/// steps, and where the statistics go.
+#[derive(Clone, Copy)]
+struct ChainArgs {
+    key: Key,
+    /// The step counter of the first of the launch's steps.
+    first_step: u64,
+    /// Steps in this launch (K).
+    steps: u32,
+    /// `[batch]` u32: each row adds its accepted steps.
+    accepted_count: *mut u32,
+    /// `[batch, dim]` f64 running means and sums of squared deviations (only with `STATS`).
+    mean: *mut f64,
+    m2: *mut f64,
+    /// Steps already folded into `mean` and `m2` by earlier launches.
+    stats_n: u64,
+    /// `[trace_slots, batch, dim]` f32: the thinned states (only if `thin > 0`).
+    trace: *mut f32,
+    /// Save every `thin`-th state (0: none) ...
+    thin: u32,
+    /// ... starting after this launch's step `trace_first` (0-based).
+    trace_first: u32,
+}
+
+/// `K` steps of every chain in one launch, each row's state kept in registers throughout
+/// (the fused kernel). A group of `G = group_width(dim)` lanes owns a row for all `K` steps:
+/// lane `j` holds quads `j, j + G, ...` of it, as in the single step, so the sums are added in
+/// the same order and the result is **bit-identical** to `K` single-step launches.
+///
+/// Per step and row the only memory traffic left is the target (from shared memory); the row
+/// is read once at the start and written once at the end. The acceptance uniforms are shared
+/// out like the single step's: every `G` steps, lane `j` of the group draws the uniform of step
+/// `j` ahead and the group reads it with a shuffle, so a lane pays one Philox call per `G`
+/// steps for them.
+///
+/// With `STATS`, each lane keeps Welford's running mean and sum of squared deviations of its
+/// elements over the launch's `K` steps (f32, a few `K` at most, so no drift), and at the end
+/// merges them into the run's f64 totals with Chan's formula for combining two samples.
+///
+/// # Safety
+/// As [`step_tiles`] for a variant with `Q >= quads_per_lane(dim)`, `x_new == x` (updated in
+/// place: each row is read and written by the lanes that own it), the buffers of
+/// [`ChainArgs`] as long as it says, and every trace slot written inside the buffer.
+#[inline(always)]
+unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
+    args: &StepArgs,
+    chain: &ChainArgs,
+) {
+    let g = mh::group_width(args.dim);
+    let rows_at_once = WARP_SIZE / g;
+    let lane = lane_id();
+    let (lane_in_group, group) = (lane % g, lane / g);
+    let warps_per_block = block_dim_x() / WARP_SIZE;
+    let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
+    let row_stride = grid_dim_x() * warps_per_block * rows_at_once;
+    let n_quads = mh::quads_per_row(args.dim);
+    // SAFETY: Q >= quads_per_lane(dim), so at most Q * 32 quads; every thread is here.
+    let target = unsafe { args.stage_target::<Q, V4>() };
+    let state_len = args.batch * args.dim;
+
+    let mut first_row = warp * rows_at_once;
+    // Uniform across the warp: every lane reaches every shuffle.
+    while first_row < args.batch {
+        let row = first_row + group;
+        let live = row < args.batch;
+        let offset = row * args.dim;
+        // Quad k of this lane is quad `lane_in_group + k * g` of the row; `owned(k)` says
+        // whether it exists (and the row does).
+        let owned = |k: usize| live && lane_in_group + k * g < n_quads;
+        let mut xs = [[0.0f32; 4]; Q];
+        for (k, x) in xs.iter_mut().enumerate() {
+            if owned(k) {
+                // SAFETY: a row inside the batch, a quad inside the row.
+                *x = unsafe { args.x_quad::<V4>(offset, lane_in_group + k * g) };
+            }
+        }
+        let mut mean = [[0.0f32; 4]; Q];
+        let mut m2 = [[0.0f32; 4]; Q];
+        let mut count = 0u32;
+        let mut my_log_u = 0.0f32;
+        for j in 0..chain.steps {
+            let step = chain.first_step + u64::from(j);
+            let in_round = j as usize & (g - 1);
+            if in_round == 0 {
+                let ahead = j as usize + lane_in_group;
+                my_log_u = if live && ahead < chain.steps as usize {
+                    mh::log_uniform(rng::row_uniform(
+                        chain.key,
+                        row as u32,
+                        step + lane_in_group as u64,
+                    ))
+                } else {
+                    0.0
+                };
+            }
+            let slot = RowSlot {
+                row: row as u32,
+                offset,
+                live,
+                lane_in_group,
+                g,
+                log_u: shfl_idx(my_log_u, (group * g + in_round) as u32),
+            };
+            let noise = PhiloxNoise {
+                key: chain.key,
+                step,
+            };
+            let mut ps = [[0.0f32; 4]; Q];
+            let mut partial = 0.0f32;
+            for k in 0..Q {
+                if owned(k) {
+                    let q = lane_in_group + k * g;
+                    let input = QuadInput {
+                        x: xs[k],
+                        fetched: [0.0; 4],
+                    };
+                    // SAFETY: q < n_quads, and `target` is the staged copy.
+                    let t = unsafe { StepArgs::shared_target_quad(target, q) };
+                    (ps[k], partial) = propose_quad(args, &noise, slot.row, q, input, t, partial);
+                }
+            }
+            let accept = decide(partial, slot);
+            if accept {
+                xs = ps;
+            }
+            count += u32::from(accept);
+            if STATS {
+                let inv_n = 1.0 / (j + 1) as f32;
+                for k in 0..Q {
+                    for i in 0..QUAD {
+                        let delta = xs[k][i] - mean[k][i];
+                        mean[k][i] = fma(delta, inv_n, mean[k][i]);
+                        m2[k][i] = fma(delta, xs[k][i] - mean[k][i], m2[k][i]);
+                    }
+                }
+            }
+            if chain.thin > 0 && j >= chain.trace_first && (j - chain.trace_first) % chain.thin == 0
+            {
+                let slot_offset = ((j - chain.trace_first) / chain.thin) as usize * state_len;
+                for (k, x) in xs.iter().enumerate() {
+                    if owned(k) {
+                        let at = slot_offset + offset + QUAD * (lane_in_group + k * g);
+                        // SAFETY: the trace holds the slot (the host sized it), the quad is
+                        // this lane's alone.
+                        unsafe {
+                            store_quad::<V4>(
+                                chain.trace.add(at),
+                                *x,
+                                mh::valid_in_quad(args.dim, lane_in_group + k * g),
+                            )
+                        };
+                    }
+                }
+            }
+        }
+        for (k, x) in xs.iter().enumerate() {
+            if owned(k) {
+                // SAFETY: as the loads above; x_new is x.
+                unsafe { args.store_x_new::<V4>(offset, lane_in_group + k * g, *x) };
+            }
+        }
+        if live && lane_in_group == 0 {
+            // SAFETY: row < batch, and lane 0 of the group is the row's only writer.
+            unsafe { *chain.accepted_count.add(row) += count };
+        }
+        if STATS {
+            // Chan et al.: two samples (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b) combine to
+            // n = n_a + n_b, mean = mean_a + delta n_b / n, m2 = m2_a + m2_b + delta^2 n_a n_b / n,
+            // with delta = mean_b - mean_a.
+            let n_a = chain.stats_n as f64;
+            let n_b = f64::from(chain.steps);
+            let n = n_a + n_b;
+            for k in 0..Q {
+                if owned(k) {
+                    let q = lane_in_group + k * g;
+                    let valid = mh::valid_in_quad(args.dim, q);
+                    // A constant trip count: `mean[k][i]` stays in registers.
+                    for i in 0..QUAD {
+                        if i >= valid {
+                            continue;
+                        }
+                        let at = offset + QUAD * q + i;
+                        // SAFETY: element `at` is inside the [batch, dim] statistics, and only
+                        // this lane touches it.
+                        unsafe {
+                            let mean_a = *chain.mean.add(at);
+                            let delta = f64::from(mean[k][i]) - mean_a;
+                            *chain.mean.add(at) = mean_a + delta * (n_b / n);
+                            *chain.m2.add(at) +=
+                                f64::from(m2[k][i]) + delta * delta * (n_a * n_b / n);
+                        }
+                    }
+                }
+            }
+        }
+        first_row += row_stride;
+    }
+}
+
+/// Defines one fused entry point: `Q` quads per lane, `V4` for 16-byte loads, `STATS` for the
+/// running moments.
+macro_rules! chain_entry_point {
+    ($q:expr, $v4:literal, $stats:literal, $name:ident) => {
+        /// `steps` Metropolis–Hastings steps of every chain in one launch, random numbers drawn
+        /// in the kernel, the state kept in registers (see `chain_rows`).
+        ///
+        /// # Parameters
+        /// - `x`: `[batch, dim]` f32, the states: read at the start, written at the end.
+        /// - `accepted_count`: `[batch]` u32, each row's accepted steps added.
+        /// - `mu`, `inv_var`, `batch`, `dim`, `step_size`, `seed`: as the single step.
+        /// - `first_step`, `steps`: the step counter of the first step, and how many.
+        /// - `mean`, `m2`, `stats_n`: `[batch, dim]` f64 running moments and the steps already
+        ///   in them (read only by the `_stats` kernels).
+        /// - `trace`, `thin`, `trace_first`: `[slots, batch, dim]` f32; after step
+        ///   `trace_first + i * thin` of the launch, the states go to slot `i` (`thin = 0`:
+        ///   none).
+        ///
+        /// # Safety
+        /// As the single step's entry points for this variant, plus the buffers above with
+        /// the lengths above, and enough trace slots for every save of the launch.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *mut f32,
+            accepted_count: *mut u32,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            first_step: u64,
+            steps: u32,
+            mean: *mut f64,
+            m2: *mut f64,
+            stats_n: u64,
+            trace: *mut f32,
+            thin: u32,
+            trace_first: u32,
+        ) {
+            let args = StepArgs {
+                x,
+                x_new: x,
+                accepted: core::ptr::null_mut(),
+                mu,
+                inv_var,
+                batch: batch as usize,
+                dim: dim as usize,
+                step_size,
+                tile_rows: 0,
+            };
+            let chain = ChainArgs {
+                key: rng::key(seed),
+                first_step,
+                steps,
+                accepted_count,
+                mean,
+                m2,
+                stats_n,
+                trace,
+                thin,
+                trace_first,
+            };
+            // SAFETY: forwarded from this function's contract.
+            unsafe { chain_rows::<{ $q }, $v4, $stats>(&args, &chain) }
+        }
+    };
+}
+
+chain_entry_point!(mh::MAX_RESIDENT_QUADS_PER_LANE, true, false, mh_chain_q2_v4);
+chain_entry_point!(mh::MAX_RESIDENT_QUADS_PER_LANE, false, false, mh_chain_q2);
+chain_entry_point!(mh::MAX_FUSED_QUADS_PER_LANE, true, false, mh_chain_q8_v4);
+chain_entry_point!(mh::MAX_FUSED_QUADS_PER_LANE, false, false, mh_chain_q8);
+chain_entry_point!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    true,
+    true,
+    mh_chain_q2_v4_stats
+);
+chain_entry_point!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    false,
+    true,
+    mh_chain_q2_stats
+);
+chain_entry_point!(
+    mh::MAX_FUSED_QUADS_PER_LANE,
+    true,
+    true,
+    mh_chain_q8_v4_stats
+);
+chain_entry_point!(mh::MAX_FUSED_QUADS_PER_LANE, false, true, mh_chain_q8_stats);
+
+/// The statistics of one single step, for rows too long for the fused kernel: each row adds its
+/// accepted flag to its count, and each element's running moments take the new state
+/// (Welford's update in f64, `n = stats_n + 1`).
+///
+/// # Thread mapping
+/// One thread per element, grid-stride.
+///
+/// # Safety
+/// `x`, `mean`, `m2` hold `batch * dim` items, `accepted` and `accepted_count` `batch`;
+/// `mean`/`m2` may be null when `moments == 0`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
+    x: *const f32,
+    accepted: *const u8,
+    accepted_count: *mut u32,
+    mean: *mut f64,
+    m2: *mut f64,
+    batch: u64,
+    dim: u64,
+    stats_n: u64,
+    moments: u32,
+) {
+    let (batch, dim) = (batch as usize, dim as usize);
+    let n = (stats_n + 1) as f64;
+    let mut e = block_idx_x() * block_dim_x() + thread_idx_x();
+    while e < batch * dim {
+        // SAFETY: e < batch * dim; the row's count is touched by its element 0 only.
+        unsafe {
+            if e % dim == 0 {
+                *accepted_count.add(e / dim) += u32::from(*accepted.add(e / dim));
+            }
+            if moments != 0 {
+                let v = f64::from(*x.add(e));
+                let delta = v - *mean.add(e);
+                *mean.add(e) += delta / n;
+                *m2.add(e) += delta * (v - *mean.add(e));
+            }
+        }
+        e += grid_dim_x() * block_dim_x();
+    }
+}
 
 /// Philox4x32-10 of `n` (counter, key) pairs, one per thread: the GPU side of the known-answer
 /// test.

@@ -128,6 +128,38 @@ pub const ENTRY_POINTS: [(&str, &str); 6] = [
     ("mh_step", "mh_step_with_noise"),
 ];
 
+/// The fused K-step kernels (`mh_chain_*`, see `gpu::chain_rows`), indexed by
+/// [`fused_entry_point`]: `q2` / `q8` quads per lane in registers, `v4` for 16-byte vectors,
+/// `stats` for the running moments.
+pub const FUSED_ENTRY_POINTS: [&str; 8] = [
+    "mh_chain_q2_v4",
+    "mh_chain_q2",
+    "mh_chain_q8_v4",
+    "mh_chain_q8",
+    "mh_chain_q2_v4_stats",
+    "mh_chain_q2_stats",
+    "mh_chain_q8_v4_stats",
+    "mh_chain_q8_stats",
+];
+
+/// Which of [`FUSED_ENTRY_POINTS`] runs K steps of rows of `dim` elements (with the running
+/// moments if `moments`), or `None` when a row does not fit in registers
+/// (more than [`mh::MAX_FUSED_QUADS_PER_LANE`] quads per lane): such rows run as single steps.
+pub fn fused_entry_point(dim: usize, moments: bool) -> Option<usize> {
+    let quads = mh::quads_per_lane(dim);
+    let by_quads = if quads <= mh::MAX_RESIDENT_QUADS_PER_LANE {
+        0
+    } else if quads <= mh::MAX_FUSED_QUADS_PER_LANE {
+        1
+    } else {
+        return None;
+    };
+    Some(4 * usize::from(moments) + 2 * by_quads + usize::from(!dim.is_multiple_of(mh::QUAD)))
+}
+
+/// The single-step statistics update for rows too long for the fused kernel.
+pub const CHAIN_STATS_UPDATE: &str = "mh_chain_stats_update";
+
 /// Name of the entry point that evaluates Philox for many (counter, key) pairs (known-answer
 /// tests on the GPU).
 pub const PHILOX4X32_10_MANY: &str = "philox4x32_10_many";
@@ -170,5 +202,16 @@ mod tests {
         for (i, v) in Variant::ALL.iter().enumerate() {
             assert_eq!(v.index(), i);
         }
+    }
+
+    #[test]
+    fn fused_kernels_hold_rows_up_to_1024() {
+        let name = |dim, moments| fused_entry_point(dim, moments).map(|i| FUSED_ENTRY_POINTS[i]);
+        assert_eq!(name(64, false), Some("mh_chain_q2_v4"));
+        assert_eq!(name(33, false), Some("mh_chain_q2"));
+        assert_eq!(name(256, true), Some("mh_chain_q2_v4_stats"));
+        assert_eq!(name(257, false), Some("mh_chain_q8"));
+        assert_eq!(name(1024, true), Some("mh_chain_q8_v4_stats"));
+        assert_eq!(name(1025, false), None);
     }
 }

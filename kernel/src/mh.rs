@@ -54,6 +54,10 @@ pub const MAX_RESIDENT_QUADS_PER_LANE: usize = 2;
 /// copy bandwidth register-resident against 65 % streamed.
 pub const MAX_RESIDENT_QUADS_CALLER_NOISE: usize = 8;
 
+/// Quads per lane the fused K-step kernel keeps in registers at most (rows up to
+/// `8 * 4 * 32 = 1024` elements); longer rows run as single steps.
+pub const MAX_FUSED_QUADS_PER_LANE: usize = 8;
+
 /// Lanes per row, `G`: the power of two (1 to 32) that gives each lane about
 /// [`QUADS_PER_LANE_TARGET`] quads. Depends on `dim` alone, so the order of the sums, and hence
 /// the exact bits of `log alpha`, depend on `dim` alone (not on the batch or the launch).

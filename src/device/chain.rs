@@ -1,0 +1,414 @@
+//! Many steps per launch: the fused kernel, run statistics and thinned traces.
+//!
+//! A chain of `N` steps as `N` single-step launches pays, every step, a launch and a full read
+//! and write of the states. The fused kernel (`mh_chain_*` in the kernel crate) instead keeps
+//! each row in registers for `K` steps: one read and one write per launch, and nothing but
+//! arithmetic in between. It draws from the same counter scheme, so `K` fused steps are
+//! bit-identical to `K` single steps (the GPU tests check it).
+//!
+//! [`Gpu::run`] splits a run of `N` steps into launches of at most `K` steps
+//! ([`RunPlan::steps_per_launch`], further bounded by [`MAX_ELEMENT_STEPS_PER_LAUNCH`] so that
+//! no launch runs for long), keeps the statistics asked for in a [`ChainStats`], copies the
+//! thinned trace out in chunks, and reports progress. Rows longer than 1024 elements do not fit
+//! in registers: they run as single steps, with a small kernel keeping the statistics, behind
+//! the same API.
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+use fused_mh_kernel::{CHAIN_STATS_UPDATE, FUSED_ENTRY_POINTS, fused_entry_point, mh};
+
+use super::{Draws, Gpu, THREADS_PER_BLOCK, grid_1d};
+use crate::error::{Error, Result};
+use crate::{DeviceChains, DeviceTarget, Shape, StepConfig};
+
+/// The most chain-element updates (`batch * dim * K`) one fused launch may do: about 17
+/// billion, some 40 ms on an H200. Launches stay short so that a desktop GPU's watchdog never
+/// fires, progress reports keep coming, and a run can be interrupted between launches.
+pub const MAX_ELEMENT_STEPS_PER_LAUNCH: u64 = 1 << 34;
+
+/// The most bytes of thinned states held on the GPU between copies to the host.
+pub const TRACE_BUFFER_BYTES: usize = 256 << 20;
+
+/// The kernels of [`Gpu::run`], loaded by [`Gpu::open`].
+pub(super) struct ChainKernels {
+    /// Indexed by [`fused_entry_point`].
+    fused: Vec<cudarc::driver::CudaFunction>,
+    stats_update: cudarc::driver::CudaFunction,
+}
+
+impl ChainKernels {
+    pub(super) fn load(module: &std::sync::Arc<cudarc::driver::CudaModule>) -> Result<Self> {
+        Ok(Self {
+            fused: FUSED_ENTRY_POINTS
+                .iter()
+                .map(|name| Ok(module.load_function(name)?))
+                .collect::<Result<_>>()?,
+            stats_update: module.load_function(CHAIN_STATS_UPDATE)?,
+        })
+    }
+}
+
+/// Per-chain statistics of a run, on the GPU: always the accepted-step count of each chain;
+/// optionally (chosen at creation) the running mean and variance of each chain and coordinate.
+///
+/// The moments are kept in f64: each launch accumulates its `K` steps in registers (Welford's
+/// update in f32, over at most `K` values) and merges them into the f64 totals (Chan's formula
+/// for combining samples), so a run of any length keeps its precision.
+pub struct ChainStats {
+    accepted: CudaSlice<u32>,
+    moments: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
+    shape: Shape,
+    steps: u64,
+}
+
+impl ChainStats {
+    /// Steps these statistics cover.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Accepted steps of each chain (waits for queued work).
+    pub fn accepted_counts(&self) -> Result<Vec<u32>> {
+        Ok(self.accepted.stream().clone_dtoh(&self.accepted)?)
+    }
+
+    /// The fraction of all steps of all chains that were accepted (0 before any step).
+    pub fn acceptance_rate(&self) -> Result<f64> {
+        let total: u64 = self.accepted_counts()?.iter().map(|&c| u64::from(c)).sum();
+        let steps = self.steps as f64 * self.shape.batch() as f64;
+        Ok(if steps > 0.0 {
+            total as f64 / steps
+        } else {
+            0.0
+        })
+    }
+
+    /// The mean of each chain's states over the steps, `[batch, dim]` (None if the moments
+    /// were not asked for).
+    pub fn means(&self) -> Result<Option<Vec<f64>>> {
+        self.moments
+            .as_ref()
+            .map(|(mean, _)| Ok(mean.stream().clone_dtoh(mean)?))
+            .transpose()
+    }
+
+    /// The variance of each chain's states over the steps, `[batch, dim]`: the mean squared
+    /// deviation from [`Self::means`] (divided by the number of steps, as NumPy's `var`).
+    pub fn variances(&self) -> Result<Option<Vec<f64>>> {
+        let n = self.steps.max(1) as f64;
+        self.moments
+            .as_ref()
+            .map(|(_, m2)| {
+                let m2 = m2.stream().clone_dtoh(m2)?;
+                Ok(m2.into_iter().map(|v| v / n).collect())
+            })
+            .transpose()
+    }
+}
+
+/// How [`Gpu::run`] runs: how many steps, how many per launch, and which states to save.
+#[derive(Clone, Copy, Debug)]
+pub struct RunPlan {
+    /// Steps of every chain.
+    pub steps: u64,
+    /// Steps per fused launch (K), at least 1; a launch may do fewer (the last one, a full
+    /// trace buffer, or [`MAX_ELEMENT_STEPS_PER_LAUNCH`]).
+    pub steps_per_launch: u32,
+    /// Save the states after every `thin`-th step (0: save none). Saved states go to the
+    /// trace callback of [`Gpu::run`].
+    pub thin: u64,
+    /// The most bytes of saved states held on the GPU before they are copied out (at least
+    /// one state is always held); [`TRACE_BUFFER_BYTES`] unless a test wants small chunks.
+    pub trace_buffer_bytes: usize,
+}
+
+impl RunPlan {
+    /// `steps` steps, `steps_per_launch` per launch, no trace.
+    pub fn new(steps: u64, steps_per_launch: u32) -> Self {
+        Self {
+            steps,
+            steps_per_launch,
+            thin: 0,
+            trace_buffer_bytes: TRACE_BUFFER_BYTES,
+        }
+    }
+}
+
+/// Saved states handed to the trace callback: `states` is `[n, batch, dim]`, the `n` saves
+/// numbered `first, first + 1, ...` in the run (save `i` is the state after step
+/// `(i + 1) * thin`).
+pub struct TraceChunk<'a> {
+    /// The run-wide number of the first state in `states`.
+    pub first: u64,
+    /// `n` states, each `[batch, dim]`, one after the other.
+    pub states: &'a [f32],
+}
+
+impl Gpu {
+    /// Zeroed statistics for chains of `shape`, with the running moments if `moments`.
+    pub fn new_stats(&self, shape: Shape, moments: bool) -> Result<ChainStats> {
+        let moments = if moments {
+            Some((
+                self.alloc("means", shape.len())?,
+                self.alloc("variances", shape.len())?,
+            ))
+        } else {
+            None
+        };
+        Ok(ChainStats {
+            accepted: self.alloc("accepted counts", shape.batch())?,
+            moments,
+            shape,
+            steps: 0,
+        })
+    }
+
+    /// `steps` steps of every chain in one fused launch (asynchronous, like [`Gpu::step`]),
+    /// statistics into `stats`. Advances the chains' step counter by `steps`. Rows longer than
+    /// 1024 elements run as `steps` single steps instead.
+    pub fn steps(
+        &self,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+        steps: u32,
+        stats: &mut ChainStats,
+    ) -> Result<()> {
+        self.launch_chain(chains, target, config, steps, stats, None)
+    }
+
+    /// Runs `plan.steps` steps of every chain: fused launches of up to
+    /// `plan.steps_per_launch` steps, statistics into `stats`, every `plan.thin`-th state to
+    /// `on_trace` (in chunks, in order), and `on_progress(steps_done, steps_total)` after each
+    /// launch. The chains' step counter advances, so a second call continues the same random
+    /// stream. Waits for each launch to finish before reporting it, so progress is real.
+    // The run's inputs, its statistics and two callbacks: a parameter struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn run(
+        &self,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+        plan: &RunPlan,
+        stats: &mut ChainStats,
+        on_progress: &mut dyn FnMut(u64, u64),
+        on_trace: &mut dyn FnMut(TraceChunk<'_>) -> Result<()>,
+    ) -> Result<()> {
+        if plan.steps_per_launch == 0 {
+            return Err(Error::InvalidRun(
+                "steps_per_launch must be at least 1".into(),
+            ));
+        }
+        if plan.thin > plan.steps {
+            return Err(Error::InvalidRun(format!(
+                "thin = {} is larger than steps = {}: nothing would be saved",
+                plan.thin, plan.steps
+            )));
+        }
+        let shape = chains.shape;
+        let len = shape.len();
+        let saves_total = plan.steps.checked_div(plan.thin).unwrap_or(0);
+        let slots = (plan.trace_buffer_bytes / (4 * len)).clamp(1, saves_total.max(1) as usize);
+        let mut trace = if saves_total > 0 {
+            Some(self.alloc::<f32>("trace", slots * len)?)
+        } else {
+            None
+        };
+        let (mut done, mut used, mut flushed) = (0u64, 0usize, 0u64);
+        let budget = (MAX_ELEMENT_STEPS_PER_LAUNCH / len as u64).max(1);
+        while done < plan.steps {
+            let mut k = (plan.steps - done)
+                .min(u64::from(plan.steps_per_launch))
+                .min(budget);
+            let mut first_save = 0;
+            if plan.thin > 0 {
+                // The first save of this launch is after its step `first_save` (0-based).
+                first_save = plan.thin - 1 - done % plan.thin;
+                k = k.min(first_save + (slots - used) as u64 * plan.thin);
+            }
+            let k = k as u32;
+            let saves = if plan.thin > 0 && first_save < u64::from(k) {
+                (u64::from(k) - 1 - first_save) / plan.thin + 1
+            } else {
+                0
+            };
+            // Only launches that save get the trace (so `first_save < k` fits in 32 bits); a
+            // `thin` beyond 32 bits saves at most once per launch, as its clamp does.
+            let trace_args = trace.as_mut().filter(|_| saves > 0).map(|t| TraceArgs {
+                buffer: t,
+                slot: used,
+                thin: plan.thin.min(u64::from(u32::MAX)) as u32,
+                first: first_save as u32,
+            });
+            self.launch_chain(chains, target, config, k, stats, trace_args)?;
+            done += u64::from(k);
+            used += saves as usize;
+            if let Some(t) = &trace
+                && (used == slots || done == plan.steps)
+                && used > 0
+            {
+                let states = self.stream.clone_dtoh(&t.slice(..used * len))?;
+                on_trace(TraceChunk {
+                    first: flushed,
+                    states: &states,
+                })?;
+                flushed += used as u64;
+                used = 0;
+            }
+            self.stream.synchronize()?;
+            on_progress(done, plan.steps);
+        }
+        Ok(())
+    }
+
+    fn launch_chain(
+        &self,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+        steps: u32,
+        stats: &mut ChainStats,
+        trace: Option<TraceArgs<'_>>,
+    ) -> Result<()> {
+        target.check_shape(chains.shape)?;
+        if stats.shape != chains.shape {
+            return Err(Error::ShapeMismatch(format!(
+                "the statistics are for {:?}, the chains are {:?}",
+                stats.shape, chains.shape
+            )));
+        }
+        if steps == 0 {
+            return Ok(());
+        }
+        let shape = chains.shape;
+        match fused_entry_point(shape.dim(), stats.moments.is_some()) {
+            Some(index) => self.launch_fused(index, chains, target, config, steps, stats, trace),
+            None => self.single_steps(chains, target, config, steps, stats, trace),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn launch_fused(
+        &self,
+        index: usize,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+        steps: u32,
+        stats: &mut ChainStats,
+        trace: Option<TraceArgs<'_>>,
+    ) -> Result<()> {
+        let shape = chains.shape;
+        let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
+        let rows_at_once = (mh::WARP_SIZE / mh::group_width(shape.dim())) as u64;
+        let warps = batch.div_ceil(rows_at_once);
+        let warps_per_block = u64::from(THREADS_PER_BLOCK) / mh::WARP_SIZE as u64;
+        let blocks = warps.div_ceil(warps_per_block).min(self.max_blocks()) as u32;
+        let null = 0u64;
+        let (seed, first_step) = (config.seed(), chains.step);
+        let step_size = config.step_size();
+        let mut launch = self.stream.launch_builder(&self.chain.fused[index]);
+        launch.arg(&mut chains.x).arg(&mut stats.accepted);
+        launch.arg(&target.mu).arg(&target.inv_var);
+        launch.arg(&batch).arg(&dim).arg(&step_size);
+        launch.arg(&seed).arg(&first_step).arg(&steps);
+        match &mut stats.moments {
+            Some((mean, m2)) => launch.arg(mean).arg(m2),
+            None => launch.arg(&null).arg(&null),
+        };
+        launch.arg(&stats.steps);
+        let len = shape.len();
+        let mut view;
+        let (thin, first) = match trace {
+            Some(t) => {
+                view = t.buffer.slice_mut(t.slot * len..);
+                launch.arg(&mut view);
+                (t.thin, t.first)
+            }
+            None => {
+                launch.arg(&null);
+                (0u32, 0u32)
+            }
+        };
+        launch.arg(&thin).arg(&first);
+        // SAFETY: the arguments match `mh_chain_*`'s signature in order and type:
+        // `(x: *mut f32, accepted_count: *mut u32, mu, inv_var, batch: u64, dim: u64,
+        //   step_size: f32, seed: u64, first_step: u64, steps: u32, mean: *mut f64,
+        //   m2: *mut f64, stats_n: u64, trace: *mut f32, thin: u32, trace_first: u32)`.
+        // x holds batch*dim floats and is updated in place (each row by the lanes that own
+        // it); accepted_count holds batch u32; mu and inv_var dim floats (checked); mean and
+        // m2 batch*dim f64 when the `_stats` kernel is chosen (it is chosen exactly when they
+        // exist), null otherwise and then never read; the trace view starts at the first free
+        // slot and `run` sized the launch so that its saves fit the free slots (thin = 0:
+        // null, never written). `fused_entry_point` chose a kernel whose registers hold the
+        // row; blocks of 256 threads.
+        unsafe { launch.launch(grid_1d(blocks)) }?;
+        chains.step += u64::from(steps);
+        stats.steps += u64::from(steps);
+        Ok(())
+    }
+
+    /// Rows too long for the fused kernel: single steps, each followed by the statistics
+    /// update and, when due, a copy of the state into the trace.
+    fn single_steps(
+        &self,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+        steps: u32,
+        stats: &mut ChainStats,
+        mut trace: Option<TraceArgs<'_>>,
+    ) -> Result<()> {
+        let shape = chains.shape;
+        let len = shape.len();
+        let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
+        let blocks = (len as u64)
+            .div_ceil(u64::from(THREADS_PER_BLOCK))
+            .min(self.max_blocks()) as u32;
+        let null = 0u64;
+        for j in 0..steps {
+            let draws = Draws::Philox {
+                seed: config.seed(),
+                step: chains.step,
+            };
+            self.launch_step(chains, target, config.step_size(), draws)?;
+            chains.step += 1;
+            let moments = u32::from(stats.moments.is_some());
+            let mut launch = self.stream.launch_builder(&self.chain.stats_update);
+            launch
+                .arg(&chains.x)
+                .arg(&chains.accepted)
+                .arg(&mut stats.accepted);
+            match &mut stats.moments {
+                Some((mean, m2)) => launch.arg(mean).arg(m2),
+                None => launch.arg(&null).arg(&null),
+            };
+            launch.arg(&batch).arg(&dim).arg(&stats.steps).arg(&moments);
+            // SAFETY: `mh_chain_stats_update(x: *const f32, accepted: *const u8,
+            // accepted_count: *mut u32, mean: *mut f64, m2: *mut f64, batch: u64, dim: u64,
+            // stats_n: u64, moments: u32)`: x holds batch*dim floats, accepted batch bytes,
+            // accepted_count batch u32, mean and m2 batch*dim f64 when moments = 1 (null and
+            // never touched when 0).
+            unsafe { launch.launch(grid_1d(blocks)) }?;
+            stats.steps += 1;
+            if let Some(t) = &mut trace
+                && j >= t.first
+                && (j - t.first) % t.thin == 0
+            {
+                let slot = t.slot + ((j - t.first) / t.thin) as usize;
+                let mut dst = t.buffer.slice_mut(slot * len..(slot + 1) * len);
+                self.stream.memcpy_dtod(&chains.x, &mut dst)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a launch writes its saved states.
+struct TraceArgs<'a> {
+    buffer: &'a mut CudaSlice<f32>,
+    /// The first free slot.
+    slot: usize,
+    thin: u32,
+    /// The launch's first save is after its step `first` (0-based).
+    first: u32,
+}
