@@ -8,6 +8,9 @@
 //!
 //! - [`Gpu`] runs the step on a CUDA device (driver loaded at run time: no CUDA is needed to
 //!   build this crate or to use its CPU parts).
+//! - [`Gpu::run`] runs many steps per launch with the fused kernel (each chain in registers for
+//!   K steps, bit-identical to K single steps), keeping accepted counts, running moments and a
+//!   thinned trace ([`ChainStats`], [`RunPlan`]).
 //! - [`cpu`] is the reference, built from the same kernel crate functions.
 //! - [`Shape`], [`Target`] and [`StepConfig`] validate inputs once, for both.
 //!
