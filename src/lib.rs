@@ -35,7 +35,7 @@ mod problem;
 
 pub use device::{
     ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu, MAX_ELEMENT_STEPS_PER_LAUNCH,
-    RunPlan, THREADS_PER_BLOCK, TRACE_BUFFER_BYTES, TraceChunk,
+    RNG_THREADS_PER_BLOCK, RunPlan, THREADS_PER_BLOCK, TRACE_BUFFER_BYTES, TraceChunk,
 };
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;

@@ -166,6 +166,20 @@ fn group_sum(v: f32, g: usize) -> f32 {
     v
 }
 
+/// [`group_sum`] without a loop, for the fused kernel: all five levels of the butterfly, each
+/// kept only where `offset < g` (the same additions in the same order, so the same bits). Five
+/// shuffles instead of `log2 g`, but no branch: the compiler can overlap their latency with the
+/// next step's normals, drawn meanwhile.
+#[inline(always)]
+fn group_sum_branch_free(v: f32, g: usize) -> f32 {
+    // Written out: a loop over an array of offsets is neither unrolled nor kept in registers.
+    let level = |v: f32, offset: u32| {
+        let other = shfl_xor(v, offset);
+        if (offset as usize) < g { v + other } else { v }
+    };
+    level(level(level(level(level(v, 16), 8), 4), 2), 1)
+}
+
 /// Loads the 16-byte quad at `ptr` with one instruction (`ld.global.v4.f32`).
 ///
 /// # Safety
@@ -388,11 +402,17 @@ impl StepArgs {
         }
         let n_quads = mh::quads_per_row(self.dim);
         let mut q = thread_idx_x();
-        while q < n_quads {
-            // SAFETY: q < n_quads; the array holds Q * 32 >= n_quads quads, and quad q is this
-            // thread's alone until the barrier.
+        // The whole array, zeros past the row: a quad past the row then has 1/sigma^2 = 0 and
+        // adds exactly nothing to `log alpha`, so lanes may compute it instead of branching.
+        while q < Q * WARP_SIZE {
+            // SAFETY: q < Q * 32, the array's length in quads; inside the target if q < n_quads;
+            // quad q is this thread's alone until the barrier.
             unsafe {
-                let (mu, inv_var) = self.target_quad::<V4>(q);
+                let (mu, inv_var) = if q < n_quads {
+                    self.target_quad::<V4>(q)
+                } else {
+                    ([0.0; 4], [0.0; 4])
+                };
                 let at = base + q as u32 * TARGET_QUAD_BYTES;
                 store_shared_v4(at, mu);
                 store_shared_v4(at + 16, inv_var);
@@ -404,10 +424,11 @@ impl StepArgs {
         base
     }
 
-    /// Quad `q` of the target from the shared copy at `base` (see [`Self::stage_target`]).
+    /// Quad `q` of the target from the shared copy at `base` (see [`Self::stage_target`]);
+    /// zeros past the row.
     ///
     /// # Safety
-    /// `base` comes from `stage_target` in this launch and `q < quads_per_row(dim)`.
+    /// `base` comes from `stage_target::<Q, _>` in this launch and `q < Q * 32`.
     #[inline(always)]
     unsafe fn shared_target_quad(base: u32, q: usize) -> ([f32; 4], [f32; 4]) {
         let at = base + q as u32 * TARGET_QUAD_BYTES;
@@ -631,16 +652,21 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     let mut partial = 0.0f32;
     // Loops with a constant trip count, unrolled: the arrays are indexed by constants and stay
     // in registers (a run-time index would send them to local memory).
+    //
+    // Quad k is computed by every lane as soon as one lane of the warp has it (`k * g <
+    // n_quads`, the same in every lane: no divergence): a lane without it computes a quad of
+    // zeros against a zero target, which adds exactly 0 to its sum (see `stage_target`), and
+    // stores nothing. Cheaper than a branch per lane around each quad.
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
-        if slot.live && q < n_quads {
+        if k * slot.g < n_quads {
             (ps[k], partial) = propose_quad(
                 args,
                 noise,
                 slot.row,
                 q,
                 ahead.quads[k],
-                // SAFETY: q < n_quads, and `target` is the staged copy.
+                // SAFETY: q < Q * 32, and `target` is the staged copy.
                 unsafe { StepArgs::shared_target_quad(target, q) },
                 partial,
             );
@@ -712,8 +738,13 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
 /// `log u < log alpha`. A row past the batch never accepts.
 #[inline(always)]
 fn decide(partial: f32, slot: RowSlot) -> bool {
-    let log_alpha = mh::log_alpha(group_sum(partial, slot.g));
-    slot.live && mh::accept(slot.log_u, log_alpha)
+    accept_sum(group_sum(partial, slot.g), slot)
+}
+
+/// The decision from the group's summed terms. A row past the batch never accepts.
+#[inline(always)]
+fn accept_sum(sum: f32, slot: RowSlot) -> bool {
+    slot.live && mh::accept(slot.log_u, mh::log_alpha(sum))
 }
 
 /// The body of every entry point.
@@ -1053,6 +1084,24 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
                 *x = unsafe { args.x_quad::<V4>(offset, lane_in_group + k * g) };
             }
         }
+        // Quad k is computed by every lane once any lane of the warp has it (as in
+        // `row_resident`); the first `MAX_RESIDENT_QUADS_PER_LANE` always (for the Q2 kernels
+        // that wastes work only on rows of at most 4 elements), which keeps the hot loop free
+        // of branches.
+        let computed = |k: usize| k < mh::MAX_RESIDENT_QUADS_PER_LANE || k * g < n_quads;
+        let draw = |k: usize, step: u64| {
+            rng::normal_quad(chain.key, row as u32, step, (lane_in_group + k * g) as u32)
+        };
+        // With few quads per lane, the next step's normals are drawn during this step's sum
+        // (below); with many, the lane has independent work enough, and the registers are
+        // needed elsewhere (the Q8 kernels with moments would spill).
+        let pipelined = Q <= mh::MAX_RESIDENT_QUADS_PER_LANE;
+        let mut eps = [[0.0f32; 4]; Q];
+        for (k, e) in eps.iter_mut().enumerate() {
+            if pipelined && computed(k) {
+                *e = draw(k, chain.first_step);
+            }
+        }
         let mut mean = [[0.0f32; 4]; Q];
         let mut m2 = [[0.0f32; 4]; Q];
         let mut count = 0u32;
@@ -1080,25 +1129,28 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
                 g,
                 log_u: shfl_idx(my_log_u, (group * g + in_round) as u32),
             };
-            let noise = PhiloxNoise {
-                key: chain.key,
-                step,
-            };
             let mut ps = [[0.0f32; 4]; Q];
             let mut partial = 0.0f32;
             for k in 0..Q {
-                if owned(k) {
-                    let q = lane_in_group + k * g;
-                    let input = QuadInput {
-                        x: xs[k],
-                        fetched: [0.0; 4],
-                    };
-                    // SAFETY: q < n_quads, and `target` is the staged copy.
-                    let t = unsafe { StepArgs::shared_target_quad(target, q) };
-                    (ps[k], partial) = propose_quad(args, &noise, slot.row, q, input, t, partial);
+                if computed(k) {
+                    // SAFETY: q < Q * 32, and `target` is the staged copy.
+                    let (mu, inv_var) =
+                        unsafe { StepArgs::shared_target_quad(target, lane_in_group + k * g) };
+                    if !pipelined {
+                        eps[k] = draw(k, step);
+                    }
+                    ps[k] = mh::propose(xs[k], eps[k], args.step_size);
+                    partial = mh::add_quad_terms(partial, xs[k], ps[k], mu, inv_var);
                 }
             }
-            let accept = decide(partial, slot);
+            // The next step's normals do not depend on this step's decision: drawing them here
+            // gives the warp independent work while the sum travels through the shuffles.
+            for (k, e) in eps.iter_mut().enumerate() {
+                if pipelined && computed(k) {
+                    *e = draw(k, step + 1);
+                }
+            }
+            let accept = accept_sum(group_sum_branch_free(partial, g), slot);
             if accept {
                 xs = ps;
             }

@@ -16,7 +16,7 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 use fused_mh_kernel::{CHAIN_STATS_UPDATE, FUSED_ENTRY_POINTS, fused_entry_point, mh};
 
-use super::{Draws, Gpu, THREADS_PER_BLOCK, grid_1d};
+use super::{Draws, Gpu, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, grid_1d};
 use crate::error::{Error, Result};
 use crate::{DeviceChains, DeviceTarget, Shape, StepConfig};
 
@@ -301,7 +301,7 @@ impl Gpu {
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
         let rows_at_once = (mh::WARP_SIZE / mh::group_width(shape.dim())) as u64;
         let warps = batch.div_ceil(rows_at_once);
-        let warps_per_block = u64::from(THREADS_PER_BLOCK) / mh::WARP_SIZE as u64;
+        let warps_per_block = u64::from(RNG_THREADS_PER_BLOCK) / mh::WARP_SIZE as u64;
         let blocks = warps.div_ceil(warps_per_block).min(self.max_blocks()) as u32;
         let null = 0u64;
         let (seed, first_step) = (config.seed(), chains.step);
@@ -340,8 +340,8 @@ impl Gpu {
         // exist), null otherwise and then never read; the trace view starts at the first free
         // slot and `run` sized the launch so that its saves fit the free slots (thin = 0:
         // null, never written). `fused_entry_point` chose a kernel whose registers hold the
-        // row; blocks of 256 threads.
-        unsafe { launch.launch(grid_1d(blocks)) }?;
+        // row; blocks of 128 threads, a multiple of 32.
+        unsafe { launch.launch(grid_1d(blocks, RNG_THREADS_PER_BLOCK)) }?;
         chains.step += u64::from(steps);
         stats.steps += u64::from(steps);
         Ok(())
@@ -388,7 +388,7 @@ impl Gpu {
             // stats_n: u64, moments: u32)`: x holds batch*dim floats, accepted batch bytes,
             // accepted_count batch u32, mean and m2 batch*dim f64 when moments = 1 (null and
             // never touched when 0).
-            unsafe { launch.launch(grid_1d(blocks)) }?;
+            unsafe { launch.launch(grid_1d(blocks, THREADS_PER_BLOCK)) }?;
             stats.steps += 1;
             if let Some(t) = &mut trace
                 && j >= t.first
