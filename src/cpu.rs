@@ -244,6 +244,70 @@ pub fn par_step_with_noise(
     )
 }
 
+/// What [`run_chains`] returns: the final states and each chain's statistics over the run.
+#[derive(Clone, Debug)]
+pub struct ChainsOutput {
+    /// `[batch, dim]`: the states after the last step.
+    pub x: Vec<f32>,
+    /// `[batch]`: accepted steps of each chain.
+    pub accepted: Vec<u32>,
+    /// `[batch, dim]`: the mean of each chain's states over the steps.
+    pub mean: Vec<f64>,
+    /// `[batch, dim]`: their variance (mean squared deviation, as NumPy's `var`).
+    pub var: Vec<f64>,
+}
+
+/// `steps` steps from step counter `first_step` with the statistics of [`crate::Gpu::run`]
+/// (all cores): accepted counts, running moments (Welford's update in f64, one step at a
+/// time), and every `thin`-th state handed to `on_trace(save_index, state)` (`thin = 0`:
+/// none). `on_progress(steps_done)` follows each step.
+#[allow(clippy::too_many_arguments)]
+pub fn run_chains(
+    x: &[f32],
+    shape: Shape,
+    target: &Target,
+    config: &StepConfig,
+    first_step: u64,
+    steps: u64,
+    thin: u64,
+    on_trace: &mut dyn FnMut(u64, &[f32]) -> Result<()>,
+    on_progress: &mut dyn FnMut(u64),
+) -> Result<ChainsOutput> {
+    shape.check_len("x", x)?;
+    let mut x = x.to_vec();
+    let mut accepted = vec![0u32; shape.batch()];
+    let mut mean = vec![0f64; shape.len()];
+    let mut m2 = vec![0f64; shape.len()];
+    for done in 1..=steps {
+        let out = par_step(&x, shape, target, config, first_step + done - 1)?;
+        for (c, a) in accepted.iter_mut().zip(&out.accepted) {
+            *c += u32::from(*a);
+        }
+        x = out.x_new;
+        let n = done as f64;
+        (&mut mean, &mut m2, &x)
+            .into_par_iter()
+            .for_each(|(m, s, &v)| {
+                let v = f64::from(v);
+                let delta = v - *m;
+                *m += delta / n;
+                *s += delta * (v - *m);
+            });
+        if thin > 0 && done % thin == 0 {
+            on_trace(done / thin - 1, &x)?;
+        }
+        on_progress(done);
+    }
+    let n = steps.max(1) as f64;
+    let var = m2.into_iter().map(|s| s / n).collect();
+    Ok(ChainsOutput {
+        x,
+        accepted,
+        mean,
+        var,
+    })
+}
+
 /// A row's decision and the numbers behind it.
 #[derive(Clone, Copy, Default)]
 struct Decision {

@@ -1,22 +1,53 @@
-//! The fused-mh program. With no subcommand it is the benchmark: every configuration of the
-//! suite on the GPU in both modes, against the copy-bandwidth roofline and the CPU reference.
-//! With no GPU it says so and runs the CPU reference alone.
+//! The fused-mh program.
+//!
+//! - With no subcommand it is the benchmark: every configuration of the suite on the GPU in
+//!   both modes, against the copy-bandwidth roofline and the CPU reference, and the fused
+//!   K-step rows. With no GPU it says so and runs the CPU reference alone.
+//! - `host run` is a sampling job with NumPy files in and out (see `run.rs`).
 
 mod bench;
 mod inputs;
+mod npy;
+mod run;
+
+use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::Parser;
+use clap::{Parser, Subcommand};
 
 /// Fused random-walk Metropolis-Hastings on the GPU, written in Rust.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
     #[command(flatten)]
     bench: bench::BenchArgs,
 }
 
-fn main() -> Result<()> {
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run chains: initial states, target and noise from .npy files or generated; final
+    /// states, statistics and a thinned trace to .npy files.
+    Run(Box<run::RunArgs>),
+    /// The benchmark (also what runs with no subcommand).
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    bench::run(cli.bench)
+    let result: Result<()> = match cli.command {
+        Some(Command::Run(args)) => run::run(*args),
+        Some(Command::Bench(args)) => bench::run(args),
+        None => bench::run(cli.bench),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // The chain of causes on one line, without a backtrace: the messages name the file
+            // or option and the problem.
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
 }
