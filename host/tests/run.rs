@@ -36,8 +36,19 @@ fn load<T: npyz::Deserialize>(path: &Path) -> (Vec<u64>, Vec<T>) {
     (shape, npy.into_vec().expect("data"))
 }
 
+/// The program under test: cargo's build of it, or, where the tests run on another machine
+/// (the GPU bundle), the `host` binary beside this test binary.
+fn host_exe() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_host"));
+    if built.exists() {
+        return built;
+    }
+    let here = std::env::current_exe().expect("the test binary's path");
+    here.with_file_name("host")
+}
+
 fn host(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_host"))
+    Command::new(host_exe())
         .current_dir(dir)
         .arg("run")
         .args(args)
