@@ -684,6 +684,11 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     accept
 }
 
+/// Quads a lane of a streamed row has in flight ahead of the one it computes: one 16-byte
+/// load (two with caller noise) each. Measured on the H200 (`bench/NOTES.md`, #15): 2 beat 1
+/// by 3.6 points at (65536, 1024) with in-kernel RNG; 3, 4 and 6 were no better than 2.
+const STREAM_DEPTH: usize = 2;
+
 /// A row of any length, kept nowhere: pass 1 computes each quad's proposal, adds its terms,
 /// and writes it to `x_new` at once (speculatively); after the decision, pass 2 writes `x` back
 /// over the proposal if the row is rejected. The re-read of `x` comes from L1 (the lane read it
@@ -691,8 +696,8 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
 /// sees each element read once and written once, as in the register-resident path, and the
 /// random numbers are drawn once.
 ///
-/// Pass 1 is software-pipelined: the next quad's loads are issued before the current quad is
-/// computed.
+/// Pass 1 is software-pipelined: the loads of the lane's next [`STREAM_DEPTH`] quads are in
+/// flight while the current quad is computed.
 ///
 /// # Safety
 /// `V4` only if `dim % 4 == 0`; see the entry points.
@@ -705,17 +710,28 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
     let n_quads = mh::quads_per_row(args.dim);
     let mut partial = 0.0f32;
     let mut q = slot.lane_in_group;
-    let mut next = QuadInput::ZERO;
-    if slot.live && q < n_quads {
-        // SAFETY: a row inside the batch (live) and q < n_quads.
-        next = unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, q) };
+    // The lane's next STREAM_DEPTH quads, loaded ahead: a ring shifted by one each quad (the
+    // indices stay constants, so it lives in registers).
+    let mut ahead = [QuadInput::ZERO; STREAM_DEPTH];
+    for (d, input) in ahead.iter_mut().enumerate() {
+        let qd = q + d * slot.g;
+        if slot.live && qd < n_quads {
+            // SAFETY: a row inside the batch (live) and qd < n_quads.
+            *input = unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, qd) };
+        }
     }
     while slot.live && q < n_quads {
-        let input = next;
-        if q + slot.g < n_quads {
-            // SAFETY: a row inside the batch and q + g < n_quads.
-            next = unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, q + slot.g) };
+        let input = ahead[0];
+        for d in 1..STREAM_DEPTH {
+            ahead[d - 1] = ahead[d];
         }
+        let q_next = q + STREAM_DEPTH * slot.g;
+        ahead[STREAM_DEPTH - 1] = if q_next < n_quads {
+            // SAFETY: a row inside the batch and q_next < n_quads.
+            unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, q_next) }
+        } else {
+            QuadInput::ZERO
+        };
         // SAFETY: q < n_quads.
         let target = unsafe { args.target_quad::<V4>(q) };
         let p;
