@@ -181,7 +181,7 @@ pub fn par_step(
 
 /// `steps` consecutive steps from step counter `first_step` (all cores): the CPU twin of
 /// [`crate::Gpu::run`] without statistics. Returns the final states and each chain's accepted
-/// count.
+/// count ([`run_chains`] with nothing saved).
 pub fn steps(
     x: &[f32],
     shape: Shape,
@@ -190,17 +190,18 @@ pub fn steps(
     first_step: u64,
     steps: u64,
 ) -> Result<(Vec<f32>, Vec<u32>)> {
-    shape.check_len("x", x)?;
-    let mut x = x.to_vec();
-    let mut counts = vec![0u32; shape.batch()];
-    for s in first_step..first_step + steps {
-        let out = par_step(&x, shape, target, config, s)?;
-        for (c, a) in counts.iter_mut().zip(&out.accepted) {
-            *c += u32::from(*a);
-        }
-        x = out.x_new;
-    }
-    Ok((x, counts))
+    let out = run_chains(
+        x,
+        shape,
+        target,
+        config,
+        first_step,
+        steps,
+        0,
+        &mut |_, _| Ok(()),
+        &mut |_| {},
+    )?;
+    Ok((out.x, out.accepted))
 }
 
 /// One step with the caller's standard normals `noise[batch * dim]` and uniforms
