@@ -8,7 +8,7 @@
 //!   its own (it emits `mul.rn` and `add.rn`, which ptxas may not contract), so every fusion in
 //!   this crate is written out, and GPU and CPU round identically.
 //! - [`ln`] is written here with [`fma`], additions and multiplications: a range reduction by
-//!   bit manipulation and a degree-6 polynomial, no division, no branch on the common path: the
+//!   bit manipulation and a degree-8 polynomial (Horner), no division, no branch on the common path: the
 //!   same bits on the GPU and the CPU. It replaced `libm::logf`, whose division and
 //!   special-case branches made it the largest part of the Box–Muller transform on the H200.
 //! - `sin`, `cos` and `sqrt` are the GPU's special function unit instructions `sin.approx.f32`,
@@ -23,22 +23,24 @@
 //! (about 2^-22) near 1, where the radius `sqrt(-2 ln u)` is small, so a few normals per
 //! million came out 4e-5 off (seen on the H200).
 
-/// `ln(1 + f) = f - f^2/2 + f^3 P(f)` for `f` in `[sqrt(1/2) - 1, sqrt(2) - 1]`: the
-/// coefficients of `P`, lowest degree first, fitted by weighted least squares in f64 and rounded
-/// to f32. Relative error of the whole `ln` at most about 3 ulp (`ln_matches_f64_everywhere`).
-const LN1P_P: [f32; 7] = [
-    0.333_339_66,
-    -0.250_012_73,
-    0.199_612_35,
-    -0.165_786_36,
-    0.149_329_62,
-    -0.142_649_62,
-    0.086_489_12,
+/// `ln(1 + f) = f + f^2 (-1/2 + f P(f))` for `f` in `[sqrt(1/2) - 1, sqrt(2) - 1]`: the
+/// coefficients of `P`, lowest degree first, fitted for minimax relative error in f64 and
+/// rounded to f32. Relative error of the whole `ln` at most 7 ulp (2^-21.2,
+/// `ln_matches_f64_everywhere`), below the error of the GPU's `sin`/`cos` (2^-20.5 absolute)
+/// that the normals carry anyway. Degree 5 is the lowest that keeps it there; each degree less
+/// costs a factor of about 6 in accuracy, each degree more one `FFMA` per `ln`, two per quad.
+const LN1P_P: [f32; 6] = [
+    0.333_342_46,
+    -0.249_832_67,
+    0.199_245_05,
+    -0.171_371_27,
+    0.160_243_73,
+    -0.101_917_25,
 ];
-/// `ln 2` split so that `k * LN2_HI` is exact for `|k| <= 2^8`: the high part has 16 bits.
-const LN2_HI: f32 = 0.693_145_75;
-/// `ln 2 - LN2_HI`.
-const LN2_LO: f32 = 1.428_606_8e-6;
+/// `ln 2` rounded to f32. One constant, not the usual split into a high and a low part: its
+/// rounding error (2.7e-9 relative) adds at most 0.1 ulp to `k ln 2`, far inside the
+/// polynomial's error, and saves a multiply-add.
+const LN2: f32 = core::f32::consts::LN_2;
 
 /// `a * b + c` rounded once (IEEE 754 fusedMultiplyAdd): `fma.rn.f32` on the GPU, `fmaf` on the
 /// CPU.
@@ -87,21 +89,15 @@ fn scaled_ln_normal(x: f32, scale: f32) -> f32 {
     let k = (bits >> 23) as i32 - 0x7f;
     let m = f32::from_bits((bits & 0x007f_ffff) + 0x3f35_04f3);
     let f = m - 1.0;
-    let mut p = scale * LN1P_P[6];
-    for c in LN1P_P[..6].iter().rev() {
+    // Horner's rule, one fused multiply-add per coefficient, run on to the constant terms:
+    // scale * ln(1 + f) = f * (scale + f * (scale * (-1/2 + f P(f)))).
+    let mut p = scale * LN1P_P[5];
+    for c in LN1P_P[..5].iter().rev() {
         p = fma(p, f, scale * *c);
     }
-    let f2 = f * f;
-    // scale * (f - f^2 / 2) with one rounding: fma(-0.5, f2, f) unscaled, and for scale = -2
-    // fma(-2, f, f2), whose exact value is -2 times the former's.
-    let linear = if scale == 1.0 {
-        fma(-0.5, f2, f)
-    } else {
-        fma(scale, f, -0.5 * scale * f2)
-    };
-    let ln1p = fma(f2 * f, p, linear);
-    let kf = k as f32;
-    fma(kf, scale * LN2_HI, fma(kf, scale * LN2_LO, ln1p))
+    p = fma(p, f, -0.5 * scale);
+    p = fma(p, f, scale);
+    fma(k as f32, scale * LN2, p * f)
 }
 
 #[cfg(target_arch = "nvptx64")]
@@ -149,9 +145,10 @@ mod tests {
         let worst = (1..=1u32 << 23)
             .map(|k| ulps(k as f32 / 8_388_608.0))
             .fold(0.0, f64::max);
-        // The polynomial alone is within 2.5 ulp; the reduction and sum add at most one more.
+        // The polynomial alone is within 4.4 ulp (its fit, 2^-21.9); rounding its evaluation
+        // and the sum with k ln 2 add up to about 2.5 more.
         assert!(
-            worst <= 4.0,
+            worst <= 7.0,
             "worst relative error {worst} ulp on the uniforms"
         );
         // And across the rest of the positive normals, sampled at every 97th bit pattern.
@@ -161,7 +158,7 @@ mod tests {
             worst_all = worst_all.max(ulps(f32::from_bits(bits)));
             bits += 97;
         }
-        assert!(worst_all <= 4.0, "worst relative error {worst_all} ulp");
+        assert!(worst_all <= 7.0, "worst relative error {worst_all} ulp");
     }
 
     #[test]
