@@ -116,26 +116,14 @@ fn lane_id() -> usize {
     thread_idx_x() % WARP_SIZE
 }
 
-/// The value of `v` held by lane `lane ^ lane_mask` (`shfl.sync.bfly.b32`).
+/// The value of `v` held by lane `src_lane` (`shfl.sync.idx.b32`): a broadcast when every lane
+/// names the same source, a gather otherwise.
 ///
 /// All 32 lanes of the warp must execute this call together (the member mask is
 /// `0xffffffff`); if some lane has exited or is on another branch, the result is undefined.
 /// Callers here reach every shuffle with the whole warp: the loops around them are uniform
-/// across the warp, and lanes with no row to work on still take part.
-#[inline(always)]
-fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
-    let out: f32;
-    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part (see above).
-    unsafe {
-        asm!("shfl.sync.bfly.b32 {out}, {v}, {m}, 0x1f, 0xffffffff;",
-             out = out(reg32) out, v = in(reg32) v, m = in(reg32) lane_mask,
-             options(nomem, nostack));
-    }
-    out
-}
-
-/// The value of `v` held by lane `src_lane` (`shfl.sync.idx.b32`): a broadcast when every lane
-/// names the same source, a gather otherwise. Same rules as [`shfl_xor`].
+/// across the warp, and lanes with no row to work on still take part. The same holds for the
+/// shuffles of [`group_sum`].
 #[inline(always)]
 fn shfl_idx(v: f32, src_lane: u32) -> f32 {
     let out: f32;
@@ -148,36 +136,109 @@ fn shfl_idx(v: f32, src_lane: u32) -> f32 {
     out
 }
 
-/// The sum of `v` over each group of `g` consecutive lanes (`g` a power of two), in **every**
-/// lane of the group: a butterfly of `log2 g` shuffles whose partners (`lane ^ offset`,
-/// `offset < g`) never leave the group.
+/// The sum of `v` over each group of `g` consecutive lanes (`g` a power of two, at most 32),
+/// in **every** lane of the group, with the additions in the order of a butterfly over
+/// `offset = g/2, ..., 2, 1` — the order [`mh::group_sum_emulated`] reproduces on the CPU.
+/// The fused kernel's sum; the single step uses [`group_sum_loop`], same bits.
 ///
 /// Example: `g = 32`, lane `l` passes `l`: every lane gets `0 + 1 + ... + 31 = 496`; `g = 8`:
-/// lanes 0..8 get 28, lanes 8..16 get 92, and so on. The order of the additions is the one
-/// [`mh::group_sum_emulated`] reproduces on the CPU.
+/// lanes 0..8 get 28, lanes 8..16 get 92, and so on.
+///
+/// # How: a segmented tree, then a broadcast
+/// The shuffles treat the warp as `32 / g` *segments* of `g` lanes (the `c` operand,
+/// [`segments`]). Each level (`offset = 16, 8, 4, 2, 1`) is a `shfl.sync.down`: lane `i` reads
+/// lane `i + offset` and adds it only if that lane is in its own segment — the shuffle itself
+/// says so in its predicate output, so a level costs two instructions (`SHFL` and a predicated
+/// `FADD`), with no compare and no select. Levels with `offset >= g` add nothing anywhere.
+/// The segment's first lane ends with exactly the butterfly's total (it adds the same two
+/// values at every level: `i ^ offset = i + offset` for the lanes that matter), and a last
+/// shuffle (`shfl.sync.idx` from the segment's first lane) hands it to the whole group.
+///
+/// One uniform branch skips the levels 16 and 8 for groups of at most 8 lanes (rows of at most
+/// 64 elements): each level is a shuffle's latency on the step's critical path. The rest is
+/// straight-line code, so the compiler can interleave the shuffles with other work (the fused
+/// kernel draws the next step's normals meanwhile). For dim 64: 9 instructions and 4 shuffles
+/// in a row, against 30 instructions and 5 shuffles for the butterfly with a compare and a
+/// select per level that it replaced (`bench/NOTES.md`, #16).
+///
+/// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
 #[inline(always)]
 fn group_sum(v: f32, g: usize) -> f32 {
+    let seg = segments(g);
+    let mut v = v;
+    if g > 8 {
+        v = add_from_lane_below::<8>(add_from_lane_below::<16>(v, seg), seg);
+    }
+    let v = add_from_lane_below::<1>(
+        add_from_lane_below::<2>(add_from_lane_below::<4>(v, seg), seg),
+        seg,
+    );
+    let out: f32;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {out}, {v}, 0, {c}, 0xffffffff;",
+             out = out(reg32) out, v = in(reg32) v, c = in(reg32) seg,
+             options(nomem, nostack));
+    }
+    out
+}
+
+/// [`group_sum`] as a loop over the `log2 g` levels of a butterfly (`shfl.sync.bfly`, every lane
+/// adding its partner `lane ^ offset`), for the single step: the same bits, and 72 registers for
+/// the in-kernel-RNG step where the straight-line [`group_sum`] took 79 — seven blocks of 128
+/// threads per SM instead of six, which the memory-bound step needs more than the few
+/// instructions saved.
+#[inline(always)]
+fn group_sum_loop(v: f32, g: usize) -> f32 {
     let mut v = v;
     let mut offset = g as u32 / 2;
     while offset > 0 {
-        v += shfl_xor(v, offset);
+        let other: f32;
+        // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+        unsafe {
+            asm!("shfl.sync.bfly.b32 {out}, {v}, {m}, 0x1f, 0xffffffff;",
+                 out = out(reg32) other, v = in(reg32) v, m = in(reg32) offset,
+                 options(nomem, nostack));
+        }
+        v += other;
         offset /= 2;
     }
     v
 }
 
-/// [`group_sum`] without a loop, for the fused kernel: all five levels of the butterfly, each
-/// kept only where `offset < g` (the same additions in the same order, so the same bits). Five
-/// shuffles instead of `log2 g`, but no branch: the compiler can overlap their latency with the
-/// next step's normals, drawn meanwhile.
+/// The `c` operand of a shuffle that splits the warp into segments of `g` lanes (`g` a power of
+/// two): the segment mask `32 - g` in bits 8..13, and 31, "clamp at the segment's last lane",
+/// in bits 0..5 (PTX ISA, `shfl.sync`).
+///
+/// The value is the same in every lane, so ptxas would keep it in a *uniform* register, which
+/// `SHFL` cannot read: it then copied it to an ordinary register before each of the six
+/// shuffles of a sum. Adding `laneid >> 5`, zero but not known to be, makes it a per-lane value
+/// that stays in one ordinary register for the whole kernel.
 #[inline(always)]
-fn group_sum_branch_free(v: f32, g: usize) -> f32 {
-    // Written out: a loop over an array of offsets is neither unrolled nor kept in registers.
-    let level = |v: f32, offset: u32| {
-        let other = shfl_xor(v, offset);
-        if (offset as usize) < g { v + other } else { v }
-    };
-    level(level(level(level(level(v, 16), 8), 4), 2), 1)
+fn segments(g: usize) -> u32 {
+    let lane: u32;
+    // SAFETY: reads the lane's index (0..32) from a special register; touches no memory.
+    unsafe {
+        asm!("mov.u32 {l}, %laneid;", l = out(reg32) lane, options(pure, nomem, nostack));
+    }
+    ((((WARP_SIZE - g) as u32) << 8) | 0x1f) + (lane >> 5)
+}
+
+/// One level of [`group_sum`]: `v` plus lane `lane + OFFSET`'s `v` where that lane is in this
+/// lane's segment (`seg`, from [`segments`]), `v` unchanged elsewhere.
+#[inline(always)]
+fn add_from_lane_below<const OFFSET: u32>(v: f32, seg: u32) -> f32 {
+    let mut v = v;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part (see
+    // `shfl_idx`). The predicate and the temporary are local to the braces.
+    unsafe {
+        asm!("{{ .reg .pred p; .reg .f32 t;",
+             "shfl.sync.down.b32 t|p, {v}, {o}, {c}, 0xffffffff;",
+             "@p add.f32 {v}, {v}, t; }}",
+             v = inout(reg32) v, o = const OFFSET, c = in(reg32) seg,
+             options(nomem, nostack));
+    }
+    v
 }
 
 /// Loads the 16-byte quad at `ptr` with one instruction (`ld.global.v4.f32`).
@@ -754,7 +815,7 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
 /// `log u < log alpha`. A row past the batch never accepts.
 #[inline(always)]
 fn decide(partial: f32, slot: RowSlot) -> bool {
-    accept_sum(group_sum(partial, slot.g), slot)
+    accept_sum(group_sum_loop(partial, slot.g), slot)
 }
 
 /// The decision from the group's summed terms. A row past the batch never accepts.
@@ -1122,6 +1183,14 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
         let mut m2 = [[0.0f32; 4]; Q];
         let mut count = 0u32;
         let mut my_log_u = 0.0f32;
+        // The step of the launch after which the trace takes its next slot (never, with
+        // `thin = 0`), and that slot: a compare per step instead of a division.
+        let mut next_save = if chain.thin > 0 {
+            chain.trace_first
+        } else {
+            u32::MAX
+        };
+        let mut save_slot = 0usize;
         for j in 0..chain.steps {
             let step = chain.first_step + u64::from(j);
             let in_round = j as usize & (g - 1);
@@ -1166,7 +1235,7 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
                     *e = draw(k, step + 1);
                 }
             }
-            let accept = accept_sum(group_sum_branch_free(partial, g), slot);
+            let accept = accept_sum(group_sum(partial, g), slot);
             if accept {
                 xs = ps;
             }
@@ -1181,9 +1250,11 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
                     }
                 }
             }
-            if chain.thin > 0 && j >= chain.trace_first && (j - chain.trace_first) % chain.thin == 0
-            {
-                let slot_offset = ((j - chain.trace_first) / chain.thin) as usize * state_len;
+            // `j < steps <= u32::MAX`, so `next_save = u32::MAX` is never reached.
+            if j == next_save {
+                next_save = next_save.saturating_add(chain.thin);
+                let slot_offset = save_slot * state_len;
+                save_slot += 1;
                 for (k, x) in xs.iter().enumerate() {
                     if owned(k) {
                         let at = slot_offset + offset + QUAD * (lane_in_group + k * g);
