@@ -371,8 +371,7 @@ trait Noise {
 
 /// Random numbers drawn in the kernel with Philox (the counter scheme of [`crate::rng`]).
 struct PhiloxNoise {
-    key: Key,
-    step: u64,
+    draws: rng::StepDraws,
 }
 
 impl Noise for PhiloxNoise {
@@ -387,11 +386,11 @@ impl Noise for PhiloxNoise {
     }
     #[inline(always)]
     fn normals(&self, _fetched: [f32; 4], row: u32, quad: usize) -> [f32; 4] {
-        rng::normal_quad(self.key, row, self.step, quad as u32)
+        self.draws.normal_quad(row, quad as u32)
     }
     #[inline(always)]
     unsafe fn uniform(&self, row: usize) -> f32 {
-        rng::row_uniform(self.key, row as u32, self.step)
+        self.draws.row_uniform(row as u32)
     }
 }
 
@@ -718,6 +717,10 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     // n_quads`, the same in every lane: no divergence): a lane without it computes a quad of
     // zeros against a zero target, which adds exactly 0 to its sum (see `stage_target`), and
     // stores nothing. Cheaper than a branch per lane around each quad.
+    //
+    // (Computing the first two quads always, as the fused kernel does, removes the branches and
+    // 8 % of the instructions here, but ptxas then sank the next row's loads below this
+    // arithmetic and the (1M, 64) step lost 2 to 5 points on the H200: `bench/NOTES.md`, #18.)
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if k * slot.g < n_quads {
@@ -810,6 +813,7 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
     }
     accept
 }
+
 
 /// The group's decision: sum the partials (every lane of the warp must call this), then
 /// `log u < log alpha`. A row past the batch never accepts.
@@ -1001,8 +1005,7 @@ macro_rules! entry_points {
                 tile_rows,
             };
             let noise = PhiloxNoise {
-                key: rng::key(seed),
-                step,
+                draws: rng::StepDraws::new(rng::key(seed), step),
             };
             // SAFETY: forwarded from this function's contract.
             unsafe { step_tiles::<_, { $q }, $v4>(&args, &noise) }
@@ -1166,8 +1169,8 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
         // that wastes work only on rows of at most 4 elements), which keeps the hot loop free
         // of branches.
         let computed = |k: usize| k < mh::MAX_RESIDENT_QUADS_PER_LANE || k * g < n_quads;
-        let draw = |k: usize, step: u64| {
-            rng::normal_quad(chain.key, row as u32, step, (lane_in_group + k * g) as u32)
+        let draw = |k: usize, draws: &rng::StepDraws| {
+            draws.normal_quad(row as u32, (lane_in_group + k * g) as u32)
         };
         // With few quads per lane, the next step's normals are drawn during this step's sum
         // (below); with many, the lane has independent work enough, and the registers are
@@ -1176,7 +1179,7 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
         let mut eps = [[0.0f32; 4]; Q];
         for (k, e) in eps.iter_mut().enumerate() {
             if pipelined && computed(k) {
-                *e = draw(k, chain.first_step);
+                *e = draw(k, &rng::StepDraws::new(chain.key, chain.first_step));
             }
         }
         let mut mean = [[0.0f32; 4]; Q];
@@ -1193,15 +1196,17 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
         let mut save_slot = 0usize;
         for j in 0..chain.steps {
             let step = chain.first_step + u64::from(j);
+            // The draws of the step whose normals this iteration makes: this one, or with
+            // pipelining the next.
+            let draws = rng::StepDraws::new(chain.key, step + u64::from(pipelined));
             let in_round = j as usize & (g - 1);
             if in_round == 0 {
                 let ahead = j as usize + lane_in_group;
                 my_log_u = if live && ahead < chain.steps as usize {
-                    mh::log_uniform(rng::row_uniform(
-                        chain.key,
-                        row as u32,
-                        step + lane_in_group as u64,
-                    ))
+                    mh::log_uniform(
+                        rng::StepDraws::new(chain.key, step + lane_in_group as u64)
+                            .row_uniform(row as u32),
+                    )
                 } else {
                     0.0
                 };
@@ -1222,7 +1227,7 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
                     let (mu, inv_var) =
                         unsafe { StepArgs::shared_target_quad(target, lane_in_group + k * g) };
                     if !pipelined {
-                        eps[k] = draw(k, step);
+                        eps[k] = draw(k, &draws);
                     }
                     ps[k] = mh::propose(xs[k], eps[k], args.step_size);
                     partial = mh::add_quad_terms(partial, xs[k], ps[k], mu, inv_var);
@@ -1232,7 +1237,7 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
             // gives the warp independent work while the sum travels through the shuffles.
             for (k, e) in eps.iter_mut().enumerate() {
                 if pipelined && computed(k) {
-                    *e = draw(k, step + 1);
+                    *e = draw(k, &draws);
                 }
             }
             let accept = accept_sum(group_sum(partial, g), slot);

@@ -68,12 +68,53 @@ fn bumpkey(key: Key) -> Key {
 /// ```
 #[inline(always)]
 pub fn philox4x32_10(ctr: Ctr, key: Key) -> Ctr {
-    let mut ctr = ctr;
-    let mut key = key;
-    for i in 0..PHILOX_ROUNDS {
-        if i > 0 {
-            key = bumpkey(key);
+    philox4x32_10_with(
+        ctr[0],
+        ctr[1],
+        &FirstRoundHalf::new(ctr[2], ctr[3], key),
+        key,
+    )
+}
+
+/// The half of Philox's first round that depends only on counter words 2 and 3 and the key.
+///
+/// Round 1 multiplies word 2 and passes word 3 through to an XOR. When many calls share those
+/// words — in this crate's counter scheme they are the step, the same for a whole launch — that
+/// half is computed once and [`philox4x32_10_with`] does the rest: one multiplication and
+/// two XORs fewer per call, the same bits.
+#[derive(Clone, Copy, Debug)]
+pub struct FirstRoundHalf {
+    /// `hi(M1 * ctr[2]) ^ key[0]`, round 1's output word 0 before the XOR with `ctr[1]`.
+    word0: u32,
+    /// `lo(M1 * ctr[2])`, round 1's output word 1.
+    word1: u32,
+    /// `ctr[3] ^ key[1]`, XORed into round 1's output word 2.
+    word2: u32,
+}
+
+impl FirstRoundHalf {
+    /// The half of round 1 for counter words 2 and 3 under `key`.
+    #[inline(always)]
+    pub fn new(ctr2: u32, ctr3: u32, key: Key) -> Self {
+        let (hi1, lo1) = mulhilo(PHILOX_M4X32_1, ctr2);
+        FirstRoundHalf {
+            word0: hi1 ^ key[0],
+            word1: lo1,
+            word2: ctr3 ^ key[1],
         }
+    }
+}
+
+/// [`philox4x32_10`] of the counter `[ctr0, ctr1, ctr2, ctr3]`, given `half` =
+/// [`FirstRoundHalf::new`]`(ctr2, ctr3, key)`: the same 128 bits.
+#[inline(always)]
+pub fn philox4x32_10_with(ctr0: u32, ctr1: u32, half: &FirstRoundHalf, key: Key) -> Ctr {
+    // Round 1, as `round`, with the half that does not depend on ctr0 and ctr1 precomputed.
+    let (hi0, lo0) = mulhilo(PHILOX_M4X32_0, ctr0);
+    let mut ctr = [half.word0 ^ ctr1, half.word1, hi0 ^ half.word2, lo0];
+    let mut key = key;
+    for _ in 1..PHILOX_ROUNDS {
+        key = bumpkey(key);
         ctr = round(ctr, key);
     }
     ctr
@@ -111,6 +152,30 @@ mod tests {
             assert_eq!(
                 got, expected,
                 "philox4x32_10(ctr {ctr:08x?}, key {key:08x?}) = {got:08x?}, want {expected:08x?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_split_first_round_is_the_plain_round() {
+        // philox4x32_10 goes through philox4x32_10_with, so the known answers above check the
+        // split; here it is checked against the unsplit round 1 written out, on counters and
+        // keys drawn over the whole 32-bit range.
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_xorshift::XorShiftRng::seed_from_u64(7);
+        for _ in 0..10_000 {
+            let ctr: Ctr = rng.random();
+            let key: Key = rng.random();
+            let mut plain = round(ctr, key);
+            let mut k = key;
+            for _ in 1..PHILOX_ROUNDS {
+                k = bumpkey(k);
+                plain = round(plain, k);
+            }
+            assert_eq!(
+                philox4x32_10(ctr, key),
+                plain,
+                "ctr {ctr:08x?} key {key:08x?}"
             );
         }
     }

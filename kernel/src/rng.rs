@@ -23,7 +23,7 @@
 //! counter of its own, and no two numbers of a run share bits.
 
 use crate::math;
-use crate::philox::{Ctr, Key, philox4x32_10};
+use crate::philox::{Ctr, FirstRoundHalf, Key, philox4x32_10_with};
 
 /// Counter word 0 of the row's acceptance uniform: a quad index no element can have.
 pub const UNIFORM_QUAD: u32 = u32::MAX;
@@ -89,19 +89,55 @@ pub fn box_muller(a: u32, b: u32) -> [f32; 2] {
     [r * math::cos(theta), r * math::sin(theta)]
 }
 
+/// The random numbers of one step under one seed: the counter scheme with the step fixed.
+///
+/// The step fills counter words 2 and 3, the same for every row and quad of a launch, so the
+/// half of Philox's first round that depends on them is computed once here
+/// ([`FirstRoundHalf`]) instead of in every call: the kernel builds one per step, outside its
+/// loops over rows and quads.
+#[derive(Clone, Copy, Debug)]
+pub struct StepDraws {
+    key: Key,
+    half: FirstRoundHalf,
+}
+
+impl StepDraws {
+    /// The draws of step `step` under `key`.
+    #[inline(always)]
+    pub fn new(key: Key, step: u64) -> Self {
+        let ctr = counter(0, 0, step);
+        StepDraws {
+            key,
+            half: FirstRoundHalf::new(ctr[2], ctr[3], key),
+        }
+    }
+
+    /// The four standard normals of elements `4 * quad .. 4 * quad + 4` of `row`.
+    #[inline(always)]
+    pub fn normal_quad(&self, row: u32, quad: u32) -> [f32; 4] {
+        let bits = philox4x32_10_with(quad, row, &self.half, self.key);
+        let [z0, z1] = box_muller(bits[0], bits[1]);
+        let [z2, z3] = box_muller(bits[2], bits[3]);
+        [z0, z1, z2, z3]
+    }
+
+    /// The acceptance uniform on `[0, 1)` of `row`.
+    #[inline(always)]
+    pub fn row_uniform(&self, row: u32) -> f32 {
+        uniform(philox4x32_10_with(UNIFORM_QUAD, row, &self.half, self.key)[0])
+    }
+}
+
 /// The four standard normals of elements `4 * quad .. 4 * quad + 4` of `row` at `step`.
 #[inline(always)]
 pub fn normal_quad(key: Key, row: u32, step: u64, quad: u32) -> [f32; 4] {
-    let bits = philox4x32_10(counter(quad, row, step), key);
-    let [z0, z1] = box_muller(bits[0], bits[1]);
-    let [z2, z3] = box_muller(bits[2], bits[3]);
-    [z0, z1, z2, z3]
+    StepDraws::new(key, step).normal_quad(row, quad)
 }
 
 /// The acceptance uniform on `[0, 1)` of `row` at `step`.
 #[inline(always)]
 pub fn row_uniform(key: Key, row: u32, step: u64) -> f32 {
-    uniform(philox4x32_10(counter(UNIFORM_QUAD, row, step), key)[0])
+    StepDraws::new(key, step).row_uniform(row)
 }
 
 #[cfg(test)]
@@ -215,6 +251,22 @@ mod tests {
         // The largest quad of the largest dim is still below the uniform's marker.
         let max_dim = u64::from(u32::MAX);
         assert!((max_dim - 1) / 4 < u64::from(UNIFORM_QUAD));
+    }
+
+    #[test]
+    fn step_draws_are_philox_of_the_documented_counters() {
+        // The counter table in the module docs, checked against plain Philox: the split first
+        // round (`StepDraws`) must not change which counter a number comes from.
+        use crate::philox::philox4x32_10;
+        let k = key(0xdead_beef_0123_4567);
+        for (row, step, quad) in [(0u32, 0u64, 0u32), (7, 1 << 33, 5), (u32::MAX, u64::MAX, 9)] {
+            let bits = philox4x32_10(counter(quad, row, step), k);
+            let [z0, z1] = box_muller(bits[0], bits[1]);
+            let [z2, z3] = box_muller(bits[2], bits[3]);
+            assert_eq!(normal_quad(k, row, step, quad), [z0, z1, z2, z3]);
+            let u = uniform(philox4x32_10(counter(UNIFORM_QUAD, row, step), k)[0]);
+            assert_eq!(row_uniform(k, row, step), u);
+        }
     }
 
     #[test]
