@@ -755,8 +755,8 @@ const STREAM_DEPTH: usize = 2;
 
 /// A row of any length, kept nowhere: pass 1 computes each quad's proposal, adds its terms,
 /// and writes it to `x_new` at once (speculatively); after the decision, pass 2 writes `x` back
-/// over the proposal if the row is rejected. The re-read of `x` comes from L1 (the lane read it
-/// moments before), and the second write of a rejected row meets the first in L2, so memory
+/// over the proposal if the row is rejected. The re-read of `x` comes from L1 or L2 (the lane
+/// read it moments before), and the second write of a rejected row meets the first in L2, so memory
 /// sees each element read once and written once, as in the register-resident path, and the
 /// random numbers are drawn once.
 ///
@@ -807,13 +807,35 @@ unsafe fn row_streaming<N: Noise, const V4: bool>(
     let accept = decide(partial, slot);
     let mut q = slot.lane_in_group;
     while slot.live && !accept && q < n_quads {
-        // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
-        unsafe { args.store_x_new::<V4>(slot.offset, q, args.x_quad::<V4>(slot.offset, q)) };
-        q += slot.g;
+        // Pass 2 in batches: all the batch's loads first, then its stores, so that the lane
+        // waits for one round trip to L2 per batch rather than one per quad.
+        let mut xs = [[0.0f32; 4]; REWRITE_BATCH];
+        for (k, x) in xs.iter_mut().enumerate() {
+            let qk = q + k * slot.g;
+            if qk < n_quads {
+                // SAFETY: a row inside the batch, qk < n_quads.
+                *x = unsafe { args.x_quad::<V4>(slot.offset, qk) };
+            }
+        }
+        for (k, x) in xs.iter().enumerate() {
+            let qk = q + k * slot.g;
+            if qk < n_quads {
+                // SAFETY: a row inside the batch, qk < n_quads, and quad qk is this lane's
+                // alone.
+                unsafe { args.store_x_new::<V4>(slot.offset, qk, *x) };
+            }
+        }
+        q += REWRITE_BATCH * slot.g;
     }
     accept
 }
 
+/// Quads per lane that pass 2 of a streamed row reloads before it stores any (see
+/// `row_streaming`). Measured on the H200 (`bench/NOTES.md`, #17): one quad at a time, a
+/// rejected row of 4096 elements waited for 32 round trips to L2 in a row; batches of 4 gave
+/// +6.5 points at (16384, 4096) with in-kernel RNG and +1.6 at (65536, 1024). Batches of 8 took
+/// the streaming kernel from 56 to 103 registers and were slower.
+const REWRITE_BATCH: usize = 4;
 
 /// The group's decision: sum the partials (every lane of the warp must call this), then
 /// `log u < log alpha`. A row past the batch never accepts.
