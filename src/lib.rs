@@ -98,7 +98,7 @@ mod tests {
             let arrays = body
                 .matches(".shared .align 16 .b8 fused_mh_target[")
                 .count();
-            let resident = name.contains("_q2") || name.contains("_q8");
+            let resident = name.contains("_q2") || name.contains("_q8") || name.contains("_split");
             assert!(
                 arrays == usize::from(resident),
                 "{name} declares {arrays} staged target arrays"

@@ -346,8 +346,10 @@ fn missing_gpu_is_an_error_not_a_panic() -> Result<(), Failed> {
 }
 
 /// (batch, dim, K) for the fused kernel: K = 1, odd dims, both register widths (q2 up to 256,
-/// q8 up to 1024), and a row of 1025 that falls back to single steps.
-const FUSED_CASES: [(usize, usize, u32); 7] = [
+/// q8 up to 1024), and a row of 1025 that falls back to single steps. Rows of at most 128
+/// elements run split over twice the lanes in small batches (the first four cases) and one
+/// group per row in large ones (the last two).
+const FUSED_CASES: [(usize, usize, u32); 9] = [
     (1, 1, 1),
     (7, 33, 5),
     (4096, 64, 20),
@@ -355,6 +357,8 @@ const FUSED_CASES: [(usize, usize, u32); 7] = [
     (5, 333, 7),
     (256, 1000, 4),
     (3, 1025, 3),
+    (40000, 64, 3),
+    (70000, 30, 2),
 ];
 
 /// K fused steps against K single-step launches (bit-identical states, equal acceptance

@@ -164,23 +164,77 @@ fn shfl_idx(v: f32, src_lane: u32) -> f32 {
 /// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
 #[inline(always)]
 fn group_sum(v: f32, g: usize) -> f32 {
+    broadcast_in_segments(segment_total(v, g), 0, g)
+}
+
+/// The tree of [`group_sum`]: the sum over each segment of `g` lanes, in the segment's first
+/// lane (the other lanes hold partial sums).
+#[inline(always)]
+fn segment_total(v: f32, g: usize) -> f32 {
     let seg = segments(g);
     let mut v = v;
     if g > 8 {
         v = add_from_lane_below::<8>(add_from_lane_below::<16>(v, seg), seg);
     }
-    let v = add_from_lane_below::<1>(
+    add_from_lane_below::<1>(
         add_from_lane_below::<2>(add_from_lane_below::<4>(v, seg), seg),
         seg,
-    );
+    )
+}
+
+/// Every lane gets `v` from lane `src` of its segment of `width` lanes (`shfl.sync.idx` with
+/// the segment operand).
+#[inline(always)]
+fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f32 {
     let out: f32;
     // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
     unsafe {
-        asm!("shfl.sync.idx.b32 {out}, {v}, 0, {c}, 0xffffffff;",
-             out = out(reg32) out, v = in(reg32) v, c = in(reg32) seg,
+        asm!("shfl.sync.idx.b32 {out}, {v}, {s}, {c}, 0xffffffff;",
+             out = out(reg32) out, v = in(reg32) v, s = in(reg32) src, c = in(reg32) segments(width),
              options(nomem, nostack));
     }
     out
+}
+
+/// The sum of [`group_sum`] for a row whose group's quads are split over `2 g` lanes (the
+/// `_split` fused kernels): lane `j < g` holds the first quad of the group's lane `j`, lane `j + g` its
+/// second. `first` is the lane's own quad's terms added to 0; `x`, `p` and `(mu, inv_var)`
+/// that quad.
+///
+/// The single step's lane `j` adds its two quads' terms in one chain, first quad then second,
+/// and the split keeps that order to the bit: lane `j` passes its chain to lane `j + g`
+/// (`shfl.sync.bfly` by `g`), which continues it with its own quad's terms. The upper half's
+/// lanes then hold exactly the group's partial sums, summed as [`group_sum`]'s tree does:
+/// the total ends in the upper half's first lane, which decides for the row
+/// ([`ballot_decision`]). The other lanes return partial values.
+#[inline(always)]
+fn split_sum(first: f32, x: [f32; 4], p: [f32; 4], target: ([f32; 4], [f32; 4]), g: usize) -> f32 {
+    let lower: f32;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {out}, {v}, {m}, 0x1f, 0xffffffff;",
+             out = out(reg32) lower, v = in(reg32) first, m = in(reg32) g as u32,
+             options(nomem, nostack));
+    }
+    let chained = mh::add_quad_terms(lower, x, p, target.0, target.1);
+    segment_total(chained, g)
+}
+
+/// The decision of each split row: the upper half's first lane decides on the total, and a
+/// ballot hands its decision to the row's other lanes (`decider_bit`: that lane's bit). A vote
+/// is quicker than a shuffle of the total: (4096, 64) fused went from 0.507 to 0.492 µs per
+/// step on the H200 (`bench/NOTES.md`, #19).
+///
+/// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
+#[inline(always)]
+fn ballot_decision(mine: bool, decider_bit: u32) -> bool {
+    let ballot: u32;
+    // SAFETY: a vote among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("{{ .reg .pred p; setp.ne.u32 p, {m}, 0; vote.sync.ballot.b32 {b}, p, 0xffffffff; }}",
+             m = in(reg32) u32::from(mine), b = out(reg32) ballot, options(nomem, nostack));
+    }
+    ballot & decider_bit != 0
 }
 
 /// [`group_sum`] as a loop over the `log2 g` levels of a butterfly (`shfl.sync.bfly`, every lane
@@ -1141,9 +1195,14 @@ struct ChainArgs {
 ///
 /// Per step and row the only memory traffic left is the target (from shared memory); the row
 /// is read once at the start and written once at the end. The acceptance uniforms are shared
-/// out like the single step's: every `G` steps, lane `j` of the group draws the uniform of step
-/// `j` ahead and the group reads it with a shuffle, so a lane pays one Philox call per `G`
-/// steps for them.
+/// out like the single step's: every `G` steps (`2 G` split), lane `j` of the row's lanes draws
+/// the uniform of step `j` ahead and the others read it with a shuffle, so a lane pays one
+/// Philox call per `G` steps for them.
+///
+/// With `SPLIT` (rows of at most 128 elements, `Q = 1`), the row's lanes are `2 G`: lanes `j`
+/// and `j + G` hold the two quads that lane `j` of the group holds otherwise, and
+/// [`split_sum`] chains their terms in the same order. Twice the warps for the same rows: for
+/// small batches, where one warp per scheduler or two cannot hide the step's latencies.
 ///
 /// With `STATS`, each lane keeps Welford's running mean and sum of squared deviations of its
 /// elements over the launch's `K` steps (f32, a few `K` at most, so no drift), and at the end
@@ -1154,14 +1213,27 @@ struct ChainArgs {
 /// place: each row is read and written by the lanes that own it), the buffers of
 /// [`ChainArgs`] as long as it says, and every trace slot written inside the buffer.
 #[inline(always)]
-unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
+unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool, const SPLIT: bool>(
     args: &StepArgs,
     chain: &ChainArgs,
 ) {
     let g = mh::group_width(args.dim);
-    let rows_at_once = WARP_SIZE / g;
+    // Lanes per row: the group's `g`, or `2 g` with its quads split (see `split_sum`).
+    let lanes = if SPLIT { 2 * g } else { g };
+    let rows_at_once = WARP_SIZE / lanes;
     let lane = lane_id();
-    let (lane_in_group, group) = (lane % g, lane / g);
+    let (lane_in_row, group) = (lane % lanes, lane / lanes);
+    // Quad k of this lane: quad `j + k g` of the row for lane j of the group; split, the two
+    // quads of lane j of the group go to lanes j and j + g of the row, one each.
+    // Quad k of this lane: quad `lane_in_row + k g` of the row. Split (Q = 1), lanes j and
+    // j + g of the row hold the two quads of the group's lane j.
+    let quad_of = |k: usize| lane_in_row + k * g;
+    // Split, the lane that decides for the row: the first of its upper half.
+    let decider_bit = if SPLIT {
+        1u32 << (group * lanes + g)
+    } else {
+        0
+    };
     let warps_per_block = block_dim_x() / WARP_SIZE;
     let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
     let row_stride = grid_dim_x() * warps_per_block * rows_at_once;
@@ -1176,14 +1248,13 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
         let row = first_row + group;
         let live = row < args.batch;
         let offset = row * args.dim;
-        // Quad k of this lane is quad `lane_in_group + k * g` of the row; `owned(k)` says
-        // whether it exists (and the row does).
-        let owned = |k: usize| live && lane_in_group + k * g < n_quads;
+        // `owned(k)`: quad k of this lane exists (and the row does).
+        let owned = |k: usize| live && quad_of(k) < n_quads;
         let mut xs = [[0.0f32; 4]; Q];
         for (k, x) in xs.iter_mut().enumerate() {
             if owned(k) {
                 // SAFETY: a row inside the batch, a quad inside the row.
-                *x = unsafe { args.x_quad::<V4>(offset, lane_in_group + k * g) };
+                *x = unsafe { args.x_quad::<V4>(offset, quad_of(k)) };
             }
         }
         // Quad k is computed by every lane once any lane of the warp has it (as in
@@ -1191,9 +1262,8 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
         // that wastes work only on rows of at most 4 elements), which keeps the hot loop free
         // of branches.
         let computed = |k: usize| k < mh::MAX_RESIDENT_QUADS_PER_LANE || k * g < n_quads;
-        let draw = |k: usize, draws: &rng::StepDraws| {
-            draws.normal_quad(row as u32, (lane_in_group + k * g) as u32)
-        };
+        let draw =
+            |k: usize, draws: &rng::StepDraws| draws.normal_quad(row as u32, quad_of(k) as u32);
         // With few quads per lane, the next step's normals are drawn during this step's sum
         // (below); with many, the lane has independent work enough, and the registers are
         // needed elsewhere (the Q8 kernels with moments would spill).
@@ -1221,12 +1291,12 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
             // The draws of the step whose normals this iteration makes: this one, or with
             // pipelining the next.
             let draws = rng::StepDraws::new(chain.key, step + u64::from(pipelined));
-            let in_round = j as usize & (g - 1);
+            let in_round = j as usize & (lanes - 1);
             if in_round == 0 {
-                let ahead = j as usize + lane_in_group;
+                let ahead = j as usize + lane_in_row;
                 my_log_u = if live && ahead < chain.steps as usize {
                     mh::log_uniform(
-                        rng::StepDraws::new(chain.key, step + lane_in_group as u64)
+                        rng::StepDraws::new(chain.key, step + lane_in_row as u64)
                             .row_uniform(row as u32),
                     )
                 } else {
@@ -1237,17 +1307,20 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
                 row: row as u32,
                 offset,
                 live,
-                lane_in_group,
+                lane_in_group: lane_in_row,
                 g,
-                log_u: shfl_idx(my_log_u, (group * g + in_round) as u32),
+                log_u: shfl_idx(my_log_u, (group * lanes + in_round) as u32),
             };
             let mut ps = [[0.0f32; 4]; Q];
             let mut partial = 0.0f32;
+            let mut first_target = ([0.0f32; 4], [0.0f32; 4]);
             for k in 0..Q {
                 if computed(k) {
                     // SAFETY: q < Q * 32, and `target` is the staged copy.
-                    let (mu, inv_var) =
-                        unsafe { StepArgs::shared_target_quad(target, lane_in_group + k * g) };
+                    let (mu, inv_var) = unsafe { StepArgs::shared_target_quad(target, quad_of(k)) };
+                    if k == 0 {
+                        first_target = (mu, inv_var);
+                    }
                     if !pipelined {
                         eps[k] = draw(k, &draws);
                     }
@@ -1262,7 +1335,12 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
                     *e = draw(k, &draws);
                 }
             }
-            let accept = accept_sum(group_sum(partial, g), slot);
+            let accept = if SPLIT {
+                let total = split_sum(partial, xs[0], ps[0], first_target, g);
+                ballot_decision(accept_sum(total, slot), decider_bit)
+            } else {
+                accept_sum(group_sum(partial, g), slot)
+            };
             if accept {
                 xs = ps;
             }
@@ -1284,14 +1362,14 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
                 save_slot += 1;
                 for (k, x) in xs.iter().enumerate() {
                     if owned(k) {
-                        let at = slot_offset + offset + QUAD * (lane_in_group + k * g);
+                        let at = slot_offset + offset + QUAD * quad_of(k);
                         // SAFETY: the trace holds the slot (the host sized it), the quad is
                         // this lane's alone.
                         unsafe {
                             store_quad::<V4>(
                                 chain.trace.add(at),
                                 *x,
-                                mh::valid_in_quad(args.dim, lane_in_group + k * g),
+                                mh::valid_in_quad(args.dim, quad_of(k)),
                             )
                         };
                     }
@@ -1301,10 +1379,10 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
         for (k, x) in xs.iter().enumerate() {
             if owned(k) {
                 // SAFETY: as the loads above; x_new is x.
-                unsafe { args.store_x_new::<V4>(offset, lane_in_group + k * g, *x) };
+                unsafe { args.store_x_new::<V4>(offset, quad_of(k), *x) };
             }
         }
-        if live && lane_in_group == 0 {
+        if live && lane_in_row == 0 {
             // SAFETY: row < batch, and lane 0 of the group is the row's only writer.
             unsafe { *chain.accepted_count.add(row) += count };
         }
@@ -1317,7 +1395,7 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
             let n = n_a + n_b;
             for k in 0..Q {
                 if owned(k) {
-                    let q = lane_in_group + k * g;
+                    let q = quad_of(k);
                     let valid = mh::valid_in_quad(args.dim, q);
                     // A constant trip count: `mean[k][i]` stays in registers.
                     for i in 0..QUAD {
@@ -1345,7 +1423,7 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool>(
 /// Defines one fused entry point: `Q` quads per lane, `V4` for 16-byte loads, `STATS` for the
 /// running moments.
 macro_rules! chain_entry_point {
-    ($q:expr, $v4:literal, $stats:literal, $name:ident) => {
+    ($q:expr, $v4:literal, $stats:literal, $split:literal, $name:ident) => {
         /// `steps` Metropolis–Hastings steps of every chain in one launch, random numbers drawn
         /// in the kernel, the state kept in registers (see `chain_rows`).
         ///
@@ -1406,34 +1484,71 @@ macro_rules! chain_entry_point {
                 trace_first,
             };
             // SAFETY: forwarded from this function's contract.
-            unsafe { chain_rows::<{ $q }, $v4, $stats>(&args, &chain) }
+            unsafe { chain_rows::<{ $q }, $v4, $stats, $split>(&args, &chain) }
         }
     };
 }
 
-chain_entry_point!(mh::MAX_RESIDENT_QUADS_PER_LANE, true, false, mh_chain_q2_v4);
-chain_entry_point!(mh::MAX_RESIDENT_QUADS_PER_LANE, false, false, mh_chain_q2);
-chain_entry_point!(mh::MAX_FUSED_QUADS_PER_LANE, true, false, mh_chain_q8_v4);
-chain_entry_point!(mh::MAX_FUSED_QUADS_PER_LANE, false, false, mh_chain_q8);
+chain_entry_point!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    true,
+    false,
+    false,
+    mh_chain_q2_v4
+);
+chain_entry_point!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    false,
+    false,
+    false,
+    mh_chain_q2
+);
+chain_entry_point!(
+    mh::MAX_FUSED_QUADS_PER_LANE,
+    true,
+    false,
+    false,
+    mh_chain_q8_v4
+);
+chain_entry_point!(
+    mh::MAX_FUSED_QUADS_PER_LANE,
+    false,
+    false,
+    false,
+    mh_chain_q8
+);
 chain_entry_point!(
     mh::MAX_RESIDENT_QUADS_PER_LANE,
     true,
     true,
+    false,
     mh_chain_q2_v4_stats
 );
 chain_entry_point!(
     mh::MAX_RESIDENT_QUADS_PER_LANE,
     false,
     true,
+    false,
     mh_chain_q2_stats
 );
 chain_entry_point!(
     mh::MAX_FUSED_QUADS_PER_LANE,
     true,
     true,
+    false,
     mh_chain_q8_v4_stats
 );
-chain_entry_point!(mh::MAX_FUSED_QUADS_PER_LANE, false, true, mh_chain_q8_stats);
+chain_entry_point!(
+    mh::MAX_FUSED_QUADS_PER_LANE,
+    false,
+    true,
+    false,
+    mh_chain_q8_stats
+);
+// Rows of at most 128 elements with each group's two quads per lane spread over twice the
+// lanes: twice the warps for small batches (see `split_sum`), chosen by the host.
+chain_entry_point!(1, true, false, true, mh_chain_split_v4);
+chain_entry_point!(1, false, false, true, mh_chain_split);
 
 /// The statistics of one single step, for rows too long for the fused kernel: each row adds its
 /// accepted flag to its count, and each element's running moments take the new state

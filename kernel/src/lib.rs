@@ -130,8 +130,10 @@ pub const ENTRY_POINTS: [(&str, &str); 6] = [
 
 /// The fused K-step kernels (`mh_chain_*`, see `gpu::chain_rows`), indexed by
 /// [`fused_entry_point`]: `q2` / `q8` quads per lane in registers, `v4` for 16-byte vectors,
-/// `stats` for the running moments.
-pub const FUSED_ENTRY_POINTS: [&str; 8] = [
+/// `stats` for the running moments, `split` for rows of at most [`MAX_SPLIT_DIM`] elements
+/// spread over twice the lanes (one quad per lane: twice the warps, for batches too small to
+/// fill the GPU otherwise; bit-identical to the others).
+pub const FUSED_ENTRY_POINTS: [&str; 10] = [
     "mh_chain_q2_v4",
     "mh_chain_q2",
     "mh_chain_q8_v4",
@@ -140,12 +142,23 @@ pub const FUSED_ENTRY_POINTS: [&str; 8] = [
     "mh_chain_q2_stats",
     "mh_chain_q8_v4_stats",
     "mh_chain_q8_stats",
+    "mh_chain_split_v4",
+    "mh_chain_split",
 ];
 
+/// The longest rows the `split` fused kernels take: groups of at most 16 lanes
+/// ([`mh::group_width`]), so that twice the lanes still fit in a warp.
+pub const MAX_SPLIT_DIM: usize = 128;
+
 /// Which of [`FUSED_ENTRY_POINTS`] runs K steps of rows of `dim` elements (with the running
-/// moments if `moments`), or `None` when a row does not fit in registers
-/// (more than [`mh::MAX_FUSED_QUADS_PER_LANE`] quads per lane): such rows run as single steps.
-pub fn fused_entry_point(dim: usize, moments: bool) -> Option<usize> {
+/// moments if `moments`; split over twice the lanes if `split` and the row allows it), or
+/// `None` when a row does not fit in registers (more than [`mh::MAX_FUSED_QUADS_PER_LANE`]
+/// quads per lane): such rows run as single steps.
+pub fn fused_entry_point(dim: usize, moments: bool, split: bool) -> Option<usize> {
+    let scalar = usize::from(!dim.is_multiple_of(mh::QUAD));
+    if split && !moments && dim <= MAX_SPLIT_DIM {
+        return Some(8 + scalar);
+    }
     let quads = mh::quads_per_lane(dim);
     let by_quads = if quads <= mh::MAX_RESIDENT_QUADS_PER_LANE {
         0
@@ -154,7 +167,13 @@ pub fn fused_entry_point(dim: usize, moments: bool) -> Option<usize> {
     } else {
         return None;
     };
-    Some(4 * usize::from(moments) + 2 * by_quads + usize::from(!dim.is_multiple_of(mh::QUAD)))
+    Some(4 * usize::from(moments) + 2 * by_quads + scalar)
+}
+
+/// Lanes per row of the fused kernel [`FUSED_ENTRY_POINTS`]`[index]` for rows of `dim`
+/// elements: the group width, doubled by the `split` kernels.
+pub fn fused_lanes_per_row(index: usize, dim: usize) -> usize {
+    mh::group_width(dim) * if index >= 8 { 2 } else { 1 }
 }
 
 /// The single-step statistics update for rows too long for the fused kernel.
@@ -206,12 +225,24 @@ mod tests {
 
     #[test]
     fn fused_kernels_hold_rows_up_to_1024() {
-        let name = |dim, moments| fused_entry_point(dim, moments).map(|i| FUSED_ENTRY_POINTS[i]);
+        let name =
+            |dim, moments| fused_entry_point(dim, moments, false).map(|i| FUSED_ENTRY_POINTS[i]);
         assert_eq!(name(64, false), Some("mh_chain_q2_v4"));
         assert_eq!(name(33, false), Some("mh_chain_q2"));
         assert_eq!(name(256, true), Some("mh_chain_q2_v4_stats"));
         assert_eq!(name(257, false), Some("mh_chain_q8"));
         assert_eq!(name(1024, true), Some("mh_chain_q8_v4_stats"));
         assert_eq!(name(1025, false), None);
+        // Split kernels: rows up to 128 elements, without moments.
+        let split =
+            |dim, moments| fused_entry_point(dim, moments, true).map(|i| FUSED_ENTRY_POINTS[i]);
+        assert_eq!(split(64, false), Some("mh_chain_split_v4"));
+        assert_eq!(split(1, false), Some("mh_chain_split"));
+        assert_eq!(split(128, false), Some("mh_chain_split_v4"));
+        assert_eq!(split(129, false), Some("mh_chain_q2"));
+        assert_eq!(split(64, true), Some("mh_chain_q2_v4_stats"));
+        assert!(2 * mh::group_width(MAX_SPLIT_DIM) <= mh::WARP_SIZE);
+        assert_eq!(fused_lanes_per_row(8, 64), 16);
+        assert_eq!(fused_lanes_per_row(0, 64), 8);
     }
 }

@@ -14,7 +14,9 @@
 //! the same API.
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
-use fused_mh_kernel::{CHAIN_STATS_UPDATE, FUSED_ENTRY_POINTS, fused_entry_point, mh};
+use fused_mh_kernel::{
+    CHAIN_STATS_UPDATE, FUSED_ENTRY_POINTS, fused_entry_point, fused_lanes_per_row, mh,
+};
 
 use super::{Draws, Gpu, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, grid_1d};
 use crate::error::{Error, Result};
@@ -27,6 +29,12 @@ pub const MAX_ELEMENT_STEPS_PER_LAUNCH: u64 = 1 << 34;
 
 /// The most bytes of thinned states held on the GPU between copies to the host.
 pub const TRACE_BUFFER_BYTES: usize = 256 << 20;
+
+/// Below this many warps per SM (four per scheduler) with one lane group per row, the fused
+/// kernel spreads each row over twice the lanes (`mh_chain_split*`): the step is a chain of
+/// dependent latencies (Philox rounds, shuffles), and with two warps per scheduler the H200
+/// issued on half of its cycles (`bench/NOTES.md`, #19). The results do not depend on it.
+const SPLIT_BELOW_WARPS_PER_SM: u64 = 16;
 
 /// The kernels of [`Gpu::run`], loaded by [`Gpu::open`].
 pub(super) struct ChainKernels {
@@ -280,7 +288,15 @@ impl Gpu {
             return Ok(());
         }
         let shape = chains.shape;
-        match fused_entry_point(shape.dim(), stats.moments.is_some()) {
+        // Small batches fill too few warps to hide the step's latencies: split the rows over
+        // twice the lanes when one lane group per row would leave fewer than
+        // SPLIT_BELOW_WARPS_PER_SM warps per SM.
+        let group_warps = shape
+            .batch()
+            .div_ceil(mh::WARP_SIZE / mh::group_width(shape.dim()))
+            as u64;
+        let split = group_warps < SPLIT_BELOW_WARPS_PER_SM * self.sms as u64;
+        match fused_entry_point(shape.dim(), stats.moments.is_some(), split) {
             Some(index) => self.launch_fused(index, chains, target, config, steps, stats, trace),
             None => self.single_steps(chains, target, config, steps, stats, trace),
         }
@@ -299,7 +315,7 @@ impl Gpu {
     ) -> Result<()> {
         let shape = chains.shape;
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
-        let rows_at_once = (mh::WARP_SIZE / mh::group_width(shape.dim())) as u64;
+        let rows_at_once = (mh::WARP_SIZE / fused_lanes_per_row(index, shape.dim())) as u64;
         let warps = batch.div_ceil(rows_at_once);
         let warps_per_block = u64::from(RNG_THREADS_PER_BLOCK) / mh::WARP_SIZE as u64;
         let blocks = warps.div_ceil(warps_per_block).min(self.max_blocks()) as u32;
