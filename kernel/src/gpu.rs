@@ -197,9 +197,9 @@ fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f32 {
 }
 
 /// The sum of [`group_sum`] for a row whose group's quads are split over `2 g` lanes (the
-/// `_split` fused kernels): lane `j < g` holds the first quad of the group's lane `j`, lane `j + g` its
-/// second. `first` is the lane's own quad's terms added to 0; `x`, `p` and `(mu, inv_var)`
-/// that quad.
+/// `_split` fused kernels): lane `j < g` holds the first quad of the group's lane `j`, lane
+/// `j + g` its second. `first` is the lane's own quad's terms added to 0; `x`, `p` and
+/// `(mu, inv_var)` that quad.
 ///
 /// The single step's lane `j` adds its two quads' terms in one chain, first quad then second,
 /// and the split keeps that order to the bit: lane `j` passes its chain to lane `j + g`
