@@ -225,22 +225,21 @@ mod tests {
 
     #[test]
     fn fused_kernels_hold_rows_up_to_1024() {
-        let name =
-            |dim, moments| fused_entry_point(dim, moments, false).map(|i| FUSED_ENTRY_POINTS[i]);
-        assert_eq!(name(64, false), Some("mh_chain_q2_v4"));
-        assert_eq!(name(33, false), Some("mh_chain_q2"));
-        assert_eq!(name(256, true), Some("mh_chain_q2_v4_stats"));
-        assert_eq!(name(257, false), Some("mh_chain_q8"));
-        assert_eq!(name(1024, true), Some("mh_chain_q8_v4_stats"));
-        assert_eq!(name(1025, false), None);
+        let name = |dim, moments, split| {
+            fused_entry_point(dim, moments, split).map(|i| FUSED_ENTRY_POINTS[i])
+        };
+        assert_eq!(name(64, false, false), Some("mh_chain_q2_v4"));
+        assert_eq!(name(33, false, false), Some("mh_chain_q2"));
+        assert_eq!(name(256, true, false), Some("mh_chain_q2_v4_stats"));
+        assert_eq!(name(257, false, false), Some("mh_chain_q8"));
+        assert_eq!(name(1024, true, false), Some("mh_chain_q8_v4_stats"));
+        assert_eq!(name(1025, false, false), None);
         // Split kernels: rows up to 128 elements, without moments.
-        let split =
-            |dim, moments| fused_entry_point(dim, moments, true).map(|i| FUSED_ENTRY_POINTS[i]);
-        assert_eq!(split(64, false), Some("mh_chain_split_v4"));
-        assert_eq!(split(1, false), Some("mh_chain_split"));
-        assert_eq!(split(128, false), Some("mh_chain_split_v4"));
-        assert_eq!(split(129, false), Some("mh_chain_q2"));
-        assert_eq!(split(64, true), Some("mh_chain_q2_v4_stats"));
+        assert_eq!(name(64, false, true), Some("mh_chain_split_v4"));
+        assert_eq!(name(1, false, true), Some("mh_chain_split"));
+        assert_eq!(name(128, false, true), Some("mh_chain_split_v4"));
+        assert_eq!(name(129, false, true), Some("mh_chain_q2"));
+        assert_eq!(name(64, true, true), Some("mh_chain_q2_v4_stats"));
         assert!(2 * mh::group_width(MAX_SPLIT_DIM) <= mh::WARP_SIZE);
         assert_eq!(fused_lanes_per_row(8, 64), 16);
         assert_eq!(fused_lanes_per_row(0, 64), 8);
