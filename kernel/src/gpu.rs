@@ -136,6 +136,20 @@ fn shfl_idx(v: f32, src_lane: u32) -> f32 {
     out
 }
 
+/// The value of `v` held by lane `lane ^ lane_mask` (`shfl.sync.bfly.b32`). Same rules as
+/// [`shfl_idx`].
+#[inline(always)]
+fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
+    let out: f32;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {out}, {v}, {m}, 0x1f, 0xffffffff;",
+             out = out(reg32) out, v = in(reg32) v, m = in(reg32) lane_mask,
+             options(nomem, nostack));
+    }
+    out
+}
+
 /// The sum of `v` over each group of `g` consecutive lanes (`g` a power of two, at most 32),
 /// in **every** lane of the group, with the additions in the order of a butterfly over
 /// `offset = g/2, ..., 2, 1` — the order [`mh::group_sum_emulated`] reproduces on the CPU.
@@ -159,7 +173,7 @@ fn shfl_idx(v: f32, src_lane: u32) -> f32 {
 /// straight-line code, so the compiler can interleave the shuffles with other work (the fused
 /// kernel draws the next step's normals meanwhile). For dim 64: 9 instructions and 4 shuffles
 /// in a row, against 30 instructions and 5 shuffles for the butterfly with a compare and a
-/// select per level that it replaced (`bench/NOTES.md`, #16).
+/// select per level that it replaced (`bench/NOTES.md`, fused F5).
 ///
 /// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
 #[inline(always)]
@@ -209,21 +223,14 @@ fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f32 {
 /// ([`ballot_decision`]). The other lanes return partial values.
 #[inline(always)]
 fn split_sum(first: f32, x: [f32; 4], p: [f32; 4], target: ([f32; 4], [f32; 4]), g: usize) -> f32 {
-    let lower: f32;
-    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
-    unsafe {
-        asm!("shfl.sync.bfly.b32 {out}, {v}, {m}, 0x1f, 0xffffffff;",
-             out = out(reg32) lower, v = in(reg32) first, m = in(reg32) g as u32,
-             options(nomem, nostack));
-    }
-    let chained = mh::add_quad_terms(lower, x, p, target.0, target.1);
+    let chained = mh::add_quad_terms(shfl_xor(first, g as u32), x, p, target.0, target.1);
     segment_total(chained, g)
 }
 
 /// The decision of each split row: the upper half's first lane decides on the total, and a
 /// ballot hands its decision to the row's other lanes (`decider_bit`: that lane's bit). A vote
 /// is quicker than a shuffle of the total: (4096, 64) fused went from 0.507 to 0.492 µs per
-/// step on the H200 (`bench/NOTES.md`, #19).
+/// step on the H200 (`bench/NOTES.md`, fused F6).
 ///
 /// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
 #[inline(always)]
@@ -247,14 +254,7 @@ fn group_sum_loop(v: f32, g: usize) -> f32 {
     let mut v = v;
     let mut offset = g as u32 / 2;
     while offset > 0 {
-        let other: f32;
-        // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
-        unsafe {
-            asm!("shfl.sync.bfly.b32 {out}, {v}, {m}, 0x1f, 0xffffffff;",
-                 out = out(reg32) other, v = in(reg32) v, m = in(reg32) offset,
-                 options(nomem, nostack));
-        }
-        v += other;
+        v += shfl_xor(v, offset);
         offset /= 2;
     }
     v
@@ -774,7 +774,8 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     //
     // (Computing the first two quads always, as the fused kernel does, removes the branches and
     // 8 % of the instructions here, but ptxas then sank the next row's loads below this
-    // arithmetic and the (1M, 64) step lost 2 to 5 points on the H200: `bench/NOTES.md`, #18.)
+    // arithmetic and the (1M, 64) step lost 2 to 5 points on the H200: `bench/NOTES.md`,
+    // session 4, tried and dropped.)
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if k * slot.g < n_quads {
@@ -810,9 +811,10 @@ const STREAM_DEPTH: usize = 2;
 /// A row of any length, kept nowhere: pass 1 computes each quad's proposal, adds its terms,
 /// and writes it to `x_new` at once (speculatively); after the decision, pass 2 writes `x` back
 /// over the proposal if the row is rejected. The re-read of `x` comes from L1 or L2 (the lane
-/// read it moments before), and the second write of a rejected row meets the first in L2, so memory
-/// sees each element read once and written once, as in the register-resident path, and the
-/// random numbers are drawn once.
+/// read it moments before), and the second write of a rejected row meets the first in L2, so
+/// memory sees each element read once and written once, as in the register-resident path, and
+/// the random numbers are drawn once (for rows much longer than 1024 elements L2 no longer holds
+/// them: `bench/NOTES.md`, session 4).
 ///
 /// Pass 1 is software-pipelined: the loads of the lane's next [`STREAM_DEPTH`] quads are in
 /// flight while the current quad is computed.
@@ -1223,8 +1225,6 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool, const SP
     let rows_at_once = WARP_SIZE / lanes;
     let lane = lane_id();
     let (lane_in_row, group) = (lane % lanes, lane / lanes);
-    // Quad k of this lane: quad `j + k g` of the row for lane j of the group; split, the two
-    // quads of lane j of the group go to lanes j and j + g of the row, one each.
     // Quad k of this lane: quad `lane_in_row + k g` of the row. Split (Q = 1), lanes j and
     // j + g of the row hold the two quads of the group's lane j.
     let quad_of = |k: usize| lane_in_row + k * g;
@@ -1421,7 +1421,7 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool, const SP
 }
 
 /// Defines one fused entry point: `Q` quads per lane, `V4` for 16-byte loads, `STATS` for the
-/// running moments.
+/// running moments, `SPLIT` for a row's quads spread over twice the lanes (see `chain_rows`).
 macro_rules! chain_entry_point {
     ($q:expr, $v4:literal, $stats:literal, $split:literal, $name:ident) => {
         /// `steps` Metropolis–Hastings steps of every chain in one launch, random numbers drawn

@@ -157,7 +157,7 @@ pub const MAX_SPLIT_DIM: usize = 128;
 pub fn fused_entry_point(dim: usize, moments: bool, split: bool) -> Option<usize> {
     let scalar = usize::from(!dim.is_multiple_of(mh::QUAD));
     if split && !moments && dim <= MAX_SPLIT_DIM {
-        return Some(8 + scalar);
+        return Some(FIRST_SPLIT_ENTRY_POINT + scalar);
     }
     let quads = mh::quads_per_lane(dim);
     let by_quads = if quads <= mh::MAX_RESIDENT_QUADS_PER_LANE {
@@ -173,8 +173,16 @@ pub fn fused_entry_point(dim: usize, moments: bool, split: bool) -> Option<usize
 /// Lanes per row of the fused kernel [`FUSED_ENTRY_POINTS`]`[index]` for rows of `dim`
 /// elements: the group width, doubled by the `split` kernels.
 pub fn fused_lanes_per_row(index: usize, dim: usize) -> usize {
-    mh::group_width(dim) * if index >= 8 { 2 } else { 1 }
+    mh::group_width(dim)
+        * if index >= FIRST_SPLIT_ENTRY_POINT {
+            2
+        } else {
+            1
+        }
 }
+
+/// Where the `split` kernels start in [`FUSED_ENTRY_POINTS`].
+const FIRST_SPLIT_ENTRY_POINT: usize = 8;
 
 /// The single-step statistics update for rows too long for the fused kernel.
 pub const CHAIN_STATS_UPDATE: &str = "mh_chain_stats_update";
@@ -241,7 +249,12 @@ mod tests {
         assert_eq!(name(129, false, true), Some("mh_chain_q2"));
         assert_eq!(name(64, true, true), Some("mh_chain_q2_v4_stats"));
         assert!(2 * mh::group_width(MAX_SPLIT_DIM) <= mh::WARP_SIZE);
-        assert_eq!(fused_lanes_per_row(8, 64), 16);
+        assert!(
+            FUSED_ENTRY_POINTS[FIRST_SPLIT_ENTRY_POINT..]
+                .iter()
+                .all(|name| name.contains("_split"))
+        );
+        assert_eq!(fused_lanes_per_row(FIRST_SPLIT_ENTRY_POINT, 64), 16);
         assert_eq!(fused_lanes_per_row(0, 64), 8);
     }
 }

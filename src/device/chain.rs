@@ -33,7 +33,7 @@ pub const TRACE_BUFFER_BYTES: usize = 256 << 20;
 /// Below this many warps per SM (four per scheduler) with one lane group per row, the fused
 /// kernel spreads each row over twice the lanes (`mh_chain_split*`): the step is a chain of
 /// dependent latencies (Philox rounds, shuffles), and with two warps per scheduler the H200
-/// issued on half of its cycles (`bench/NOTES.md`, #19). The results do not depend on it.
+/// issued on half of its cycles (`bench/NOTES.md`, fused F6). The results do not depend on it.
 const SPLIT_BELOW_WARPS_PER_SM: u64 = 16;
 
 /// The kernels of [`Gpu::run`], loaded by [`Gpu::open`].
