@@ -6,23 +6,33 @@
 //!   `rust-src` component;
 //! - `--crate-type cdylib`: a "shared library" for nvptx64 is one PTX module, linked from LLVM
 //!   bitcode by the `llvm-bitcode-linker` component;
-//! - `-C target-cpu=sm_XX`: the PTX target, `sm_70` (Volta) by default so that one build runs
-//!   on every GPU from Volta on (the driver compiles PTX for the GPU it finds), overridable
-//!   with the environment variable `FUSED_MH_PTX_ARCH` (e.g. `sm_90`).
+//! - `-C target-cpu=sm_XX`: the PTX target. The crate is built twice, in parallel:
+//!   - `sm_70` (Volta), the *portable* module: it runs on every GPU from Volta on (the driver
+//!     compiles PTX for the GPU it finds);
+//!   - `sm_80` (Ampere) by default, the module for GPUs from Ampere on: the same kernels plus
+//!     those that need sm_80 instructions (`cp.async`, see `kernel/src/gpu.rs`). The
+//!     environment variable `FUSED_MH_PTX_ARCH` overrides its target (e.g. `sm_90`).
 //!
-//! The nested build has its own target directory under `OUT_DIR` and runs with the variables
+//!   The host loads the newest module the GPU can run.
+//!
+//! Each nested build has its own target directory under `OUT_DIR` and runs with the variables
 //! that this outer cargo set for the host build removed (`RUSTFLAGS`, `CARGO_*`, wrappers such
 //! as clippy's), so the kernel is built the same way whatever command started the outer build.
-//! The result is copied to `$OUT_DIR/fused_mh_kernel.ptx`, which `src/lib.rs` embeds with
-//! `include_str!`.
+//! The results are copied to `$OUT_DIR/fused_mh_kernel_<arch>.ptx`, which `src/lib.rs` embeds
+//! with `include_str!` (the file names reach it as `FUSED_MH_PTX_PORTABLE` and
+//! `FUSED_MH_PTX_NEWER`).
 
 use std::env;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, exit};
+use std::process::{Child, Command, exit};
 
 const PTX_ARCH_VAR: &str = "FUSED_MH_PTX_ARCH";
-const DEFAULT_PTX_ARCH: &str = "sm_70";
+/// The portable module's target.
+const PORTABLE_ARCH: &str = "sm_70";
+/// The newer module's target unless `FUSED_MH_PTX_ARCH` says otherwise; its kernels need at
+/// least this.
+const DEFAULT_NEWER_ARCH: &str = "sm_80";
 const NVPTX_TARGET: &str = "nvptx64-nvidia-cuda";
 
 fn main() {
@@ -36,21 +46,55 @@ fn main() {
     println!("cargo::rerun-if-changed=rust-toolchain.toml");
     println!("cargo::rerun-if-env-changed={PTX_ARCH_VAR}");
 
-    let arch = env::var(PTX_ARCH_VAR).unwrap_or_else(|_| DEFAULT_PTX_ARCH.to_string());
-    let valid_arch = arch.strip_prefix("sm_").is_some_and(|n| {
-        !n.is_empty() && n.trim_end_matches('a').chars().all(|c| c.is_ascii_digit())
-    });
-    if !valid_arch {
-        fail(&format!(
-            "{PTX_ARCH_VAR}={arch:?} is not a PTX target; use e.g. sm_70 or sm_90"
-        ));
+    let arch = env::var(PTX_ARCH_VAR).unwrap_or_else(|_| DEFAULT_NEWER_ARCH.to_string());
+    let number = arch
+        .strip_prefix("sm_")
+        .map(|n| n.trim_end_matches(['a', 'f']))
+        .and_then(|n| n.parse::<u32>().ok());
+    match number {
+        Some(n) if n >= 80 => {}
+        _ => fail(&format!(
+            "{PTX_ARCH_VAR}={arch:?} is not a PTX target from sm_80 on; use e.g. sm_80 or sm_90"
+        )),
     }
 
     let toolchain = pinned_toolchain(&root);
     check_components(&kernel_dir, &toolchain);
 
-    let target_dir = out_dir.join("kernel-target");
-    let mut cargo = clean_command("cargo", &kernel_dir);
+    // Both builds at once: they share nothing but the toolchain.
+    let builds: Vec<_> = [PORTABLE_ARCH, arch.as_str()]
+        .into_iter()
+        .map(|arch| (arch, start_kernel_build(&kernel_dir, &out_dir, arch)))
+        .collect();
+    for (arch, (mut child, target_dir)) in builds {
+        let status = child
+            .wait()
+            .unwrap_or_else(|e| fail(&format!("could not run cargo: {e}")));
+        if !status.success() {
+            fail(&format!(
+                "building kernel/ for {NVPTX_TARGET} ({arch}) failed (see the errors above). If a \
+                 toolchain component is missing, run `rustup toolchain install` in the \
+                 repository root."
+            ));
+        }
+        let ptx = target_dir
+            .join(NVPTX_TARGET)
+            .join("release")
+            .join("fused_mh_kernel.ptx");
+        fs::copy(&ptx, out_dir.join(format!("fused_mh_kernel_{arch}.ptx")))
+            .unwrap_or_else(|e| fail(&format!("the kernel build wrote no {}: {e}", ptx.display())));
+    }
+    println!("cargo::rustc-env=FUSED_MH_PTX_PORTABLE=fused_mh_kernel_{PORTABLE_ARCH}.ptx");
+    println!("cargo::rustc-env=FUSED_MH_PTX_NEWER=fused_mh_kernel_{arch}.ptx");
+    println!("cargo::rustc-env=FUSED_MH_PTX_PORTABLE_ARCH={PORTABLE_ARCH}");
+    println!("cargo::rustc-env=FUSED_MH_PTX_NEWER_ARCH={arch}");
+}
+
+/// Starts the nested build of the kernel crate for `-C target-cpu=arch`, in its own target
+/// directory; returns the running cargo and that directory.
+fn start_kernel_build(kernel_dir: &Path, out_dir: &Path, arch: &str) -> (Child, PathBuf) {
+    let target_dir = out_dir.join(format!("kernel-target-{arch}"));
+    let mut cargo = clean_command("cargo", kernel_dir);
     cargo.args([
         "rustc",
         "--lib",
@@ -74,23 +118,10 @@ fn main() {
         "-Cllvm-args=-unroll-threshold=4000".to_string(),
     ];
     cargo.env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
-    let status = cargo
-        .status()
+    let child = cargo
+        .spawn()
         .unwrap_or_else(|e| fail(&format!("could not run cargo: {e}")));
-    if !status.success() {
-        fail(&format!(
-            "building kernel/ for {NVPTX_TARGET} failed (see the errors above). If a toolchain \
-             component is missing, run `rustup toolchain install` in the repository root."
-        ));
-    }
-
-    let ptx = target_dir
-        .join(NVPTX_TARGET)
-        .join("release")
-        .join("fused_mh_kernel.ptx");
-    fs::copy(&ptx, out_dir.join("fused_mh_kernel.ptx"))
-        .unwrap_or_else(|e| fail(&format!("the kernel build wrote no {}: {e}", ptx.display())));
-    println!("cargo::rustc-env={PTX_ARCH_VAR}={arch}");
+    (child, target_dir)
 }
 
 /// A command with the outer build's cargo and rustc variables removed, run in `dir` so that

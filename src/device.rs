@@ -20,13 +20,15 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use fused_mh_kernel::mh::{self, WARP_SIZE};
 use fused_mh_kernel::philox::{Ctr, Key};
-use fused_mh_kernel::{PHILOX4X32_10_MANY, Variant};
+use fused_mh_kernel::{
+    PHILOX4X32_10_MANY, STAGED_ENTRY_POINT, STAGED_WARPS_PER_BLOCK, Variant, staged_step_fits,
+};
 
 use crate::error::{Error, Result};
 use crate::problem::{
     Shape, StepConfig, Target, check_len, check_noise, check_step_size, check_target_dim,
 };
-use crate::{FUSED_MH_PTX, PTX_TARGET};
+use crate::{PTX_MODULES, PtxModule};
 
 mod chain;
 pub use chain::{
@@ -50,6 +52,8 @@ const MAX_BLOCKS_PER_SM: u32 = 32;
 /// Warps per SM a small batch should still give, when the tile size can be cut to reach it
 /// (see [`Gpu::layout`]).
 const MIN_WARPS_PER_SM: usize = 32;
+/// Elements per warp tile of the staged step (see [`Gpu::staged_layout`]).
+const STAGED_TILE_ELEMENTS: usize = 2048;
 
 /// The two entry points of one [`Variant`].
 struct StepKernels {
@@ -71,8 +75,11 @@ pub struct Gpu {
     /// Indexed like [`Variant::ALL`].
     kernels: Vec<StepKernels>,
     philox_many: CudaFunction,
+    /// [`STAGED_ENTRY_POINT`], where the loaded module has it.
+    staged: Option<CudaFunction>,
     chain: chain::ChainKernels,
     name: String,
+    ptx_target: &'static str,
     sms: usize,
 }
 
@@ -90,8 +97,15 @@ impl Gpu {
         }
     }
 
-    /// Opens device `ordinal` and loads the kernels.
+    /// Opens device `ordinal` and loads the kernels: the newest of [`PTX_MODULES`] that the
+    /// device can run (on the H200 the `sm_80` one, with the staged step).
     pub fn open(ordinal: usize) -> Result<Self> {
+        Self::open_with(ordinal, None)
+    }
+
+    /// Opens device `ordinal` with the kernels of `module` (e.g. `PTX_MODULES[0]`, the portable
+    /// set, to test it on a newer GPU), or the newest it can run if `None`.
+    pub fn open_with(ordinal: usize, module: Option<PtxModule>) -> Result<Self> {
         let count = Self::count()?;
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
@@ -106,7 +120,25 @@ impl Gpu {
         // enforce. Without them a launch is one driver call instead of several, and work can
         // be captured into a CUDA graph.
         unsafe { ctx.disable_event_tracking() };
-        let module = ctx.load_module(Ptx::from_src(FUSED_MH_PTX))?;
+        let capability = compute_capability(&ctx)?;
+        let ptx = match module {
+            Some(m) if m.min_compute_capability() > capability => {
+                return Err(Error::PtxTooNew {
+                    target: m.target,
+                    capability,
+                });
+            }
+            Some(m) => m,
+            None => PTX_MODULES
+                .into_iter()
+                .rev()
+                .find(|m| m.min_compute_capability() <= capability)
+                .ok_or(Error::PtxTooNew {
+                    target: PTX_MODULES[0].target,
+                    capability,
+                })?,
+        };
+        let module = ctx.load_module(Ptx::from_src(ptx.text))?;
         let sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         )?;
@@ -123,9 +155,16 @@ impl Gpu {
         Ok(Self {
             kernels,
             philox_many: module.load_function(PHILOX4X32_10_MANY)?,
+            // Only the newer module has it (`lib.rs` tests which has what).
+            staged: ptx
+                .text
+                .contains(&format!(".entry {STAGED_ENTRY_POINT}("))
+                .then(|| module.load_function(STAGED_ENTRY_POINT))
+                .transpose()?,
             chain: chain::ChainKernels::load(&module)?,
             _module: module,
             name: ctx.name()?,
+            ptx_target: ptx.target,
             sms: sms.max(1) as usize,
             ctx,
             stream,
@@ -145,9 +184,9 @@ impl Gpu {
         &self.name
     }
 
-    /// The PTX target the kernels were compiled for (e.g. "sm_70").
+    /// The PTX target of the loaded kernels (e.g. "sm_80").
     pub fn ptx_target(&self) -> &'static str {
-        PTX_TARGET
+        self.ptx_target
     }
 
     /// The context, for callers that time work with events or need device attributes.
@@ -244,6 +283,25 @@ impl Gpu {
         (grid_1d(blocks as u32, threads), tile_rows as u32)
     }
 
+    /// The launch of the staged step ([`STAGED_ENTRY_POINT`]): blocks of
+    /// [`STAGED_WARPS_PER_BLOCK`] warps (its shared array is sized for them), and tiles of about
+    /// [`STAGED_TILE_ELEMENTS`] elements, so that a block lives for a few rows only: measured on
+    /// the H200 at (65536, 1024), tiles of 8 rows (the general rule of [`Gpu::layout`]) ran at
+    /// 87 % of the copy bandwidth, 4 rows at 91 %, 2 rows at 93 %, and at (131072, 512) 86, 91
+    /// and 88 % (`bench/NOTES.md`, #19). Short-lived blocks spread the launch's last rows
+    /// evenly over the SMs.
+    fn staged_layout(&self, shape: Shape) -> (LaunchConfig, u32) {
+        let threads = (STAGED_WARPS_PER_BLOCK * WARP_SIZE) as u32;
+        let tile = (STAGED_TILE_ELEMENTS / shape.dim()).clamp(1, WARP_SIZE);
+        // A power of two, as the kernel's tile loop requires.
+        let tile_rows = 1 << tile.ilog2();
+        let warps = shape.batch().div_ceil(tile_rows) as u64;
+        let blocks = warps
+            .div_ceil(STAGED_WARPS_PER_BLOCK as u64)
+            .min(self.max_blocks());
+        (grid_1d(blocks as u32, threads), tile_rows as u32)
+    }
+
     /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel from
     /// `(config.seed(), chains.step_counter())`. Afterwards the chains hold the new states and
     /// flags, and the step counter has advanced by one. Asynchronous: returns once queued.
@@ -298,11 +356,20 @@ impl Gpu {
             Draws::Philox { .. } => RNG_THREADS_PER_BLOCK,
             Draws::Caller(_) => THREADS_PER_BLOCK,
         };
-        let (config, tile_rows) = self.layout(shape, threads);
+        let staged = match (&draws, &self.staged) {
+            (Draws::Philox { .. }, Some(f)) if staged_step_fits(shape.dim()) => Some(f),
+            _ => None,
+        };
+        let (config, tile_rows) = if staged.is_some() {
+            self.staged_layout(shape)
+        } else {
+            self.layout(shape, threads)
+        };
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
-        let function = match draws {
-            Draws::Philox { .. } => &kernels.rng,
-            Draws::Caller(_) => &kernels.caller_noise,
+        let function = match (&draws, staged) {
+            (_, Some(f)) => f,
+            (Draws::Philox { .. }, None) => &kernels.rng,
+            (Draws::Caller(_), None) => &kernels.caller_noise,
         };
         let mut launch = self.stream.launch_builder(function);
         launch
@@ -353,6 +420,16 @@ impl Gpu {
         let out = self.stream.clone_dtoh(&out_dev)?;
         Ok(out.as_chunks::<4>().0.to_vec())
     }
+}
+
+/// The device's compute capability as `10 * major + minor` (the H200: 90).
+fn compute_capability(ctx: &CudaContext) -> Result<u32> {
+    use cudarc::driver::sys::CUdevice_attribute::{
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR,
+        CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR as MINOR,
+    };
+    let (major, minor) = (ctx.attribute(MAJOR)?, ctx.attribute(MINOR)?);
+    Ok((10 * major + minor).max(0) as u32)
 }
 
 /// A one-dimensional launch of `blocks` blocks of [`THREADS_PER_BLOCK`] threads.

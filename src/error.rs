@@ -85,6 +85,14 @@ pub enum Error {
         /// How many there are.
         count: usize,
     },
+    /// The kernels' PTX target is newer than the device (e.g. `sm_80` kernels on a Volta GPU).
+    #[error("the {target} kernels need a newer GPU: this one has compute capability {capability}")]
+    PtxTooNew {
+        /// The PTX target asked for.
+        target: &'static str,
+        /// The device's, as `10 * major + minor`.
+        capability: u32,
+    },
     /// An allocation the device could not satisfy.
     #[error("the GPU is out of memory: could not allocate {bytes} bytes for {what}")]
     OutOfMemory {

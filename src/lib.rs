@@ -41,19 +41,50 @@ pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;
 pub use problem::{Shape, StepConfig, Target};
 
-/// The kernels as PTX text, compiled from `kernel/` by `build.rs` and embedded here; the driver
-/// turns it into machine code for whatever GPU [`Gpu::open`] finds.
-pub const FUSED_MH_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused_mh_kernel.ptx"));
+/// One compiled set of the kernels: PTX text for a target, which the driver turns into machine
+/// code for whatever GPU [`Gpu::open`] finds.
+#[derive(Clone, Copy, Debug)]
+pub struct PtxModule {
+    /// The PTX target, e.g. `"sm_70"`.
+    pub target: &'static str,
+    /// The PTX text.
+    pub text: &'static str,
+}
 
-/// The PTX target `build.rs` compiled for (`FUSED_MH_PTX_ARCH`, default `sm_70`).
-pub const PTX_TARGET: &str = env!("FUSED_MH_PTX_ARCH");
+impl PtxModule {
+    /// The compute capability the target needs, as `10 * major + minor` (`sm_80` → 80).
+    pub fn min_compute_capability(&self) -> u32 {
+        self.target
+            .trim_start_matches("sm_")
+            .trim_end_matches(['a', 'f'])
+            .parse()
+            .unwrap_or(u32::MAX)
+    }
+}
+
+/// The kernels compiled by `build.rs` from `kernel/` and embedded here, oldest target first:
+/// - `sm_70`, the portable module: every GPU from Volta on;
+/// - `sm_80` (or `FUSED_MH_PTX_ARCH` at build time): the same kernels, plus those that use
+///   instructions from Ampere on ([`kernel::STAGED_ENTRY_POINT`]).
+///
+/// [`Gpu::open`] loads the newest module the GPU can run.
+pub const PTX_MODULES: [PtxModule; 2] = [
+    PtxModule {
+        target: env!("FUSED_MH_PTX_PORTABLE_ARCH"),
+        text: include_str!(concat!(env!("OUT_DIR"), "/", env!("FUSED_MH_PTX_PORTABLE"))),
+    },
+    PtxModule {
+        target: env!("FUSED_MH_PTX_NEWER_ARCH"),
+        text: include_str!(concat!(env!("OUT_DIR"), "/", env!("FUSED_MH_PTX_NEWER"))),
+    },
+];
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Every entry point the host loads is in the PTX (a missing one would make `Gpu::open`
-    /// fail on every GPU).
+    /// Every entry point the host loads is in each PTX module (a missing one would make
+    /// `Gpu::open` fail on every GPU), and the staged kernel in the newer one only.
     #[test]
     fn ptx_has_every_entry_point() {
         let names = kernel::ENTRY_POINTS
@@ -62,9 +93,29 @@ mod tests {
             .chain(kernel::FUSED_ENTRY_POINTS)
             .chain([kernel::PHILOX4X32_10_MANY, kernel::CHAIN_STATS_UPDATE]);
         for name in names {
+            for module in PTX_MODULES {
+                assert!(
+                    module.text.contains(&format!(".entry {name}(")),
+                    "{name} is not in the {} PTX",
+                    module.target
+                );
+            }
+        }
+        let staged = format!(".entry {}(", kernel::STAGED_ENTRY_POINT);
+        assert!(!PTX_MODULES[0].text.contains(&staged));
+        assert!(PTX_MODULES[1].text.contains(&staged));
+        assert_eq!(PTX_MODULES[0].min_compute_capability(), 70);
+        assert!(PTX_MODULES[1].min_compute_capability() >= 80);
+    }
+
+    /// Each module was compiled for the target it names.
+    #[test]
+    fn ptx_targets_match() {
+        for module in PTX_MODULES {
             assert!(
-                FUSED_MH_PTX.contains(&format!(".entry {name}(")),
-                "{name} is not in the PTX"
+                module.text.contains(&format!(".target {}", module.target)),
+                "the {} module says otherwise",
+                module.target
             );
         }
     }
@@ -73,36 +124,54 @@ mod tests {
     /// (per-thread DRAM, slow): the PTX then declares a `.local` depot. No kernel may have one.
     #[test]
     fn ptx_uses_no_local_memory() {
-        assert!(
-            FUSED_MH_PTX.contains(".entry mh_step_q2"),
-            "the embedded PTX has no kernels"
-        );
-        let locals: Vec<&str> = FUSED_MH_PTX
-            .lines()
-            .filter(|l| l.contains(".local"))
-            .take(5)
-            .collect();
-        assert!(locals.is_empty(), "local memory in the PTX: {locals:?}");
+        for module in PTX_MODULES {
+            assert!(
+                module.text.contains(".entry mh_step_q2"),
+                "the embedded PTX has no kernels"
+            );
+            let locals: Vec<&str> = module
+                .text
+                .lines()
+                .filter(|l| l.contains(".local"))
+                .take(5)
+                .collect();
+            assert!(
+                locals.is_empty(),
+                "local memory in the {} PTX: {locals:?}",
+                module.target
+            );
+        }
     }
 
     /// The register-resident kernels stage the target in a shared array declared inside inline
-    /// PTX (`stage_target` in the kernel crate). Were the compiler to duplicate that asm block,
-    /// a kernel would declare two arrays, write one and read the other. Each kernel must
-    /// declare at most one, and the resident kernels exactly one.
+    /// PTX (`stage_target` in the kernel crate), and the staged kernel its rows in another
+    /// (`SharedFeed`). Were the compiler to duplicate such an asm block, a kernel would declare
+    /// two arrays, write one and read the other. Each kernel must declare at most one of each,
+    /// and the resident kernels exactly one target array.
     #[test]
     fn each_kernel_declares_at_most_one_shared_array() {
-        let mut kernels = FUSED_MH_PTX.split(".entry ").skip(1).peekable();
-        assert!(kernels.peek().is_some(), "the embedded PTX has no kernels");
-        for body in kernels {
-            let name = body.split('(').next().unwrap_or_default();
-            let arrays = body
-                .matches(".shared .align 16 .b8 fused_mh_target[")
-                .count();
-            let resident = name.contains("_q2") || name.contains("_q8") || name.contains("_split");
-            assert!(
-                arrays == usize::from(resident),
-                "{name} declares {arrays} staged target arrays"
-            );
+        for module in PTX_MODULES {
+            let mut kernels = module.text.split(".entry ").skip(1).peekable();
+            assert!(kernels.peek().is_some(), "the embedded PTX has no kernels");
+            for body in kernels {
+                let name = body.split('(').next().unwrap_or_default();
+                let arrays = body
+                    .matches(".shared .align 16 .b8 fused_mh_target[")
+                    .count();
+                let resident =
+                    name.contains("_q2") || name.contains("_q8") || name.contains("_split");
+                assert!(
+                    arrays == usize::from(resident),
+                    "{name} declares {arrays} staged target arrays"
+                );
+                let staging = body
+                    .matches(".shared .align 16 .b8 fused_mh_staging[")
+                    .count();
+                assert!(
+                    staging == usize::from(name == kernel::STAGED_ENTRY_POINT),
+                    "{name} declares {staging} row staging arrays"
+                );
+            }
         }
     }
 }

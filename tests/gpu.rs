@@ -12,7 +12,7 @@
 use std::process::ExitCode;
 
 use fused_mh::kernel::philox::{PHILOX4X32_10_KAT, philox4x32_10};
-use fused_mh::{Error, Gpu, Shape, StepConfig, Target, cpu};
+use fused_mh::{Error, Gpu, PTX_MODULES, Shape, StepConfig, Target, cpu};
 use libtest_mimic::{Arguments, Failed, Trial};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -22,15 +22,21 @@ use rand_xorshift::XorShiftRng;
 /// or 32, a typical batch, dims in the thousands (several quads per lane), and a row of 333
 /// (kept in registers in caller-noise mode, streamed with in-kernel random numbers, no
 /// multiple of 4): every variant of the kernel runs.
-const SHAPES: [(usize, usize); 7] = [
+const SHAPES: [(usize, usize); 8] = [
     (1, 1),
     (7, 33),
     (4096, 64),
     (1000, 100),
     (256, 1000),
+    (33, 260),
     (3, 4097),
     (5, 333),
 ];
+
+/// Shapes run again with the portable (`sm_70`) kernels, which the GPU tests would otherwise
+/// not reach on a newer GPU: rows in registers, rows of 1000 and 260 (streamed there, staged
+/// in the newer module), and a row that is not whole quads.
+const PORTABLE_SHAPES: [(usize, usize); 4] = [(4096, 64), (256, 1000), (33, 260), (5, 333)];
 
 /// Poison for the state buffer the step writes: NaN fails every comparison.
 const POISON_X: f32 = f32::NAN;
@@ -76,6 +82,23 @@ fn open() -> Result<Gpu, Failed> {
     Gpu::open(0).map_err(|e| format!("no GPU to run on: {e}").into())
 }
 
+/// Which of the embedded kernel sets a test runs.
+#[derive(Clone, Copy, Debug)]
+enum Kernels {
+    /// The newest the GPU can run (what `Gpu::open` loads).
+    Newest,
+    /// The portable `sm_70` set.
+    Portable,
+}
+
+fn open_kernels(kernels: Kernels) -> Result<Gpu, Failed> {
+    let module = match kernels {
+        Kernels::Newest => None,
+        Kernels::Portable => Some(PTX_MODULES[0]),
+    };
+    Gpu::open_with(0, module).map_err(|e| format!("no GPU to run on: {e}").into())
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Mode {
     InKernelRng,
@@ -84,8 +107,8 @@ enum Mode {
 
 /// One step on the GPU and on the CPU from the same inputs; the outputs must agree (see the
 /// constants above and `compare`).
-fn gpu_matches_cpu(batch: usize, dim: usize, mode: Mode) -> Result<(), Failed> {
-    let gpu = open()?;
+fn gpu_matches_cpu(batch: usize, dim: usize, mode: Mode, kernels: Kernels) -> Result<(), Failed> {
+    let gpu = open_kernels(kernels)?;
     let seed = (batch * 7919 + dim) as u64;
     let (shape, x, target, step_size) = random_problem(batch, dim, seed);
     let target_dev = gpu.upload_target(&target)?;
@@ -114,7 +137,13 @@ fn gpu_matches_cpu(batch: usize, dim: usize, mode: Mode) -> Result<(), Failed> {
         shape,
         step_size,
     )
-    .map_err(|e| format!("({batch}, {dim}) {mode:?}: {e}").into())
+    .map_err(|e| {
+        format!(
+            "({batch}, {dim}) {mode:?} {kernels:?} ({}): {e}",
+            gpu.ptx_target()
+        )
+        .into()
+    })
 }
 
 /// GPU outputs against the CPU reference's, within the tolerances `cpu::StepOutput::compare`
@@ -170,7 +199,10 @@ fn philox_known_answers() -> Result<(), Failed> {
 
 /// More rows than the capped grid has warps, so the kernels' grid-stride loop does real work.
 fn grid_stride_covers_every_row() -> Result<(), Failed> {
-    gpu_matches_cpu(1_000_003, 3, Mode::InKernelRng)
+    gpu_matches_cpu(1_000_003, 3, Mode::InKernelRng, Kernels::Newest)?;
+    // The staged step's own launch shape (tiles of two rows of 1024): 40000 rows need more
+    // blocks than the grid has, so its warps come back for further tiles.
+    gpu_matches_cpu(40_000, 1024, Mode::InKernelRng, Kernels::Newest)
 }
 
 /// Rows whose x holds NaN or infinity never accept and are copied through unchanged.
@@ -644,7 +676,16 @@ fn main() -> ExitCode {
             let name = format!("gpu_matches_cpu::{mode:?}::{batch}x{dim}");
             trials.push(gpu_test(
                 name,
-                Box::new(move || gpu_matches_cpu(batch, dim, mode)),
+                Box::new(move || gpu_matches_cpu(batch, dim, mode, Kernels::Newest)),
+            ));
+        }
+    }
+    for (batch, dim) in PORTABLE_SHAPES {
+        for mode in [Mode::InKernelRng, Mode::CallerNoise] {
+            let name = format!("portable_kernels_match_cpu::{mode:?}::{batch}x{dim}");
+            trials.push(gpu_test(
+                name,
+                Box::new(move || gpu_matches_cpu(batch, dim, mode, Kernels::Portable)),
             ));
         }
     }

@@ -175,7 +175,7 @@ struct FusedRow {
 struct Report {
     gpu: Option<String>,
     driver: Option<String>,
-    ptx_target: &'static str,
+    ptx_target: Option<&'static str>,
     git_rev: &'static str,
     cpu_threads: usize,
     reps: usize,
@@ -229,7 +229,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .as_ref()
             .and_then(|g| g.driver_version().ok())
             .map(|(a, b)| format!("CUDA {a}.{b}")),
-        ptx_target: fused_mh::PTX_TARGET,
+        ptx_target: gpu.as_ref().map(|g| g.ptx_target()),
         git_rev: env!("FUSED_MH_GIT_REV"),
         cpu_threads: rayon::current_num_threads(),
         reps: args.reps,
@@ -243,7 +243,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             "{} ({}), PTX {}, git {}",
             gpu.name(),
             report.driver.as_deref().unwrap_or("driver ?"),
-            fused_mh::PTX_TARGET,
+            gpu.ptx_target(),
             report.git_rev
         );
     }

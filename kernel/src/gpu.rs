@@ -21,6 +21,8 @@ use crate::math::fma;
 use crate::mh::{self, QUAD, WARP_SIZE};
 use crate::philox::{self, Key};
 use crate::rng;
+#[cfg(target_feature = "sm_80")]
+use crate::{MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK};
 
 /// PTX versions of [`crate::math`]'s functions (see there for the choice and its accuracy).
 pub mod math {
@@ -356,6 +358,41 @@ unsafe fn store_shared_v4(addr: u32, v: [f32; 4]) {
              p = in(reg32) addr, a = in(reg32) v[0], b = in(reg32) v[1], c = in(reg32) v[2],
              d = in(reg32) v[3], options(nostack));
     }
+}
+
+/// Starts an asynchronous copy of the 16 bytes at global `src` into shared memory at `dst`
+/// (`cp.async.cg`, sm_80 and later): the data travels from L2 into shared memory without passing
+/// through registers, and the lane carries on until it waits for it
+/// ([`copy_async_wait_for_previous`]).
+///
+/// # Safety
+/// `dst` is 16-byte aligned inside a shared array of this block that no other thread uses, and
+/// `src` points to 16 readable, aligned bytes of global memory.
+#[cfg(target_feature = "sm_80")]
+#[inline(always)]
+unsafe fn copy_async_v4(dst: u32, src: *const f32) {
+    // SAFETY: the caller guarantees both addresses.
+    unsafe {
+        asm!("cp.async.cg.shared.global [{d}], [{s}], 16;",
+             d = in(reg32) dst, s = in(reg64) src, options(nostack));
+    }
+}
+
+/// Closes the lane's current group of asynchronous copies (`cp.async.commit_group`).
+#[cfg(target_feature = "sm_80")]
+#[inline(always)]
+fn copy_async_commit() {
+    // SAFETY: only marks a group boundary in this lane's queue of copies.
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// Waits until every group of copies but the most recent one has landed
+/// (`cp.async.wait_group 1`): with one group per row, the row before the last one issued.
+#[cfg(target_feature = "sm_80")]
+#[inline(always)]
+fn copy_async_wait_for_previous() {
+    // SAFETY: only waits; the copies' data becomes visible to this lane.
+    unsafe { asm!("cp.async.wait_group 1;", options(nostack)) };
 }
 
 /// Loads the `valid` leading elements of the quad at `ptr` (the rest are 0): one vector load
@@ -744,6 +781,199 @@ impl<const Q: usize> LaneRow<Q> {
     }
 }
 
+/// Where a lane's inputs for its rows come from: each row's loads are issued one row ahead
+/// ([`RowFeed::load_next`]), so they travel from memory while the row before computes
+/// (software pipelining: without it each warp waited for its loads, and the H200 ran the step
+/// at 67 % of the copy bandwidth).
+trait RowFeed<N: Noise, const Q: usize> {
+    /// Lanes per row when the feed fixes it at compile time (0: `mh::group_width(dim)`).
+    const GROUP: usize = 0;
+    /// Whether the warps' rows are interleaved (see `step_tiles`; only with `GROUP == 32`).
+    /// Makes the row loaded by the last [`RowFeed::load_next`] the current one, then issues the
+    /// loads of this lane's quads (`lane_in_group + k g`, `k < Q`) of the row at `offset`
+    /// (nothing if `!live`). On return, the current row's quads are readable.
+    ///
+    /// # Safety
+    /// If `live`, `offset = row * dim` with `row < batch`; `V4` only if `dim % 4 == 0`.
+    unsafe fn load_next<const V4: bool>(
+        &mut self,
+        args: &StepArgs,
+        noise: &N,
+        offset: usize,
+        live: bool,
+        lane_in_group: usize,
+        g: usize,
+    );
+    /// The lane's `k`-th quad of the current row (zeros where the lane has no such quad).
+    ///
+    /// # Safety
+    /// `k < Q`.
+    unsafe fn quad(&self, k: usize) -> QuadInput;
+}
+
+/// Rows loaded ahead into registers: the current row and the next, `Q` quads each.
+struct RegisterFeed<const Q: usize> {
+    current: LaneRow<Q>,
+    ahead: LaneRow<Q>,
+}
+
+impl<const Q: usize> RegisterFeed<Q> {
+    const EMPTY: Self = RegisterFeed {
+        current: LaneRow {
+            quads: [QuadInput::ZERO; Q],
+        },
+        ahead: LaneRow {
+            quads: [QuadInput::ZERO; Q],
+        },
+    };
+}
+
+impl<N: Noise, const Q: usize> RowFeed<N, Q> for RegisterFeed<Q> {
+    #[inline(always)]
+    unsafe fn load_next<const V4: bool>(
+        &mut self,
+        args: &StepArgs,
+        noise: &N,
+        offset: usize,
+        live: bool,
+        lane_in_group: usize,
+        g: usize,
+    ) {
+        self.current = self.ahead;
+        // SAFETY: forwarded from the caller.
+        self.ahead = unsafe { LaneRow::load::<N, V4>(args, noise, offset, live, lane_in_group, g) };
+    }
+    #[inline(always)]
+    unsafe fn quad(&self, k: usize) -> QuadInput {
+        self.current.quads[k]
+    }
+}
+
+/// Rows loaded ahead into shared memory by asynchronous copies (sm_80 and later), two buffers
+/// per warp: the row being computed and the next one, in flight.
+///
+/// Why: a row of 1024 elements is 8 quads per lane. Held in registers, the row and the next one
+/// loaded ahead took 154 registers and the step ran at 59 % of the copy bandwidth on the H200
+/// (`bench/NOTES.md`); streamed instead (no row held), each row started with a wait for memory
+/// and rejected rows were written twice: 72 %. An asynchronous copy lands in shared memory
+/// without a register and without the lane waiting for it until `cp.async.wait_group`, so the
+/// next row can be in flight for the whole of the current row at no register cost, and a
+/// rejected row is written back from shared memory instead of being re-read from L2.
+///
+/// Each lane copies, and later reads, only its own 16-byte slots (slot `k` of a buffer is
+/// the warp's `k`-th quads side by side, 512 bytes, so a warp's `ld.shared.v4` touches 512
+/// consecutive bytes: no bank conflicts): no other lane touches them, so the lane's own
+/// `cp.async.wait_group` is all the synchronization there is.
+///
+/// Only the in-kernel RNG uses it: caller noise would need its noise staged as well, and it
+/// already runs at 98 % of the copy bandwidth with rows in registers.
+#[cfg(target_feature = "sm_80")]
+struct SharedFeed<const Q: usize> {
+    /// This lane's slot 0 of buffer 0.
+    base: u32,
+    /// The buffer of the current row, 0 or 1.
+    current: u32,
+    /// How many quads of each row are this lane's (`lane + 32 k < quads_per_row`).
+    lane_quads: u32,
+}
+
+#[cfg(target_feature = "sm_80")]
+impl<const Q: usize> SharedFeed<Q> {
+    /// Bytes of one buffer: a row of `Q` quads per lane.
+    const ROW_BYTES: u32 = (Q * WARP_SIZE * 16) as u32;
+
+    /// Declares the block's staging array (a kernel calls this once), finds this lane's slots
+    /// in it, and zeroes the slots of the quads the lane never has (rows shorter than `Q * 32`
+    /// quads): they are computed with the others (see `row_resident`) but never copied, and a
+    /// zero quad against the zero-padded target adds exactly 0.
+    ///
+    /// # Safety
+    /// The block has at most [`STAGED_WARPS_PER_BLOCK`] warps.
+    #[inline(always)]
+    unsafe fn new(args: &StepArgs) -> Self {
+        let base: u32;
+        // SAFETY: declares a block-shared array and takes its address; no memory is touched.
+        unsafe {
+            asm!("{{ .shared .align 16 .b8 fused_mh_staging[{bytes}]; mov.u32 {base}, fused_mh_staging; }}",
+                 bytes = const STAGED_WARPS_PER_BLOCK * 2 * Q * WARP_SIZE * 16,
+                 base = out(reg32) base, options(nostack));
+        }
+        let lane = lane_id();
+        let n_quads = mh::quads_per_row(args.dim);
+        let lane_quads = if lane < n_quads {
+            ((n_quads - 1 - lane) / WARP_SIZE + 1) as u32
+        } else {
+            0
+        };
+        let warp_in_block = (thread_idx_x() / WARP_SIZE) as u32;
+        let feed = SharedFeed {
+            base: base + warp_in_block * 2 * Self::ROW_BYTES + lane as u32 * 16,
+            current: 1,
+            lane_quads,
+        };
+        for buffer in 0..2 {
+            for k in 0..Q {
+                if k as u32 >= lane_quads {
+                    // SAFETY: the lane's own slot.
+                    unsafe { store_shared_v4(feed.slot(buffer, k), [0.0; 4]) };
+                }
+            }
+        }
+        feed
+    }
+
+    /// This lane's slot for its `k`-th quad in buffer `buffer`.
+    #[inline(always)]
+    fn slot(&self, buffer: u32, k: usize) -> u32 {
+        self.base + buffer * Self::ROW_BYTES + (k * WARP_SIZE * 16) as u32
+    }
+}
+
+#[cfg(target_feature = "sm_80")]
+impl<const Q: usize> RowFeed<PhiloxNoise, Q> for SharedFeed<Q> {
+    const GROUP: usize = WARP_SIZE;
+
+    #[inline(always)]
+    unsafe fn load_next<const V4: bool>(
+        &mut self,
+        args: &StepArgs,
+        _noise: &PhiloxNoise,
+        offset: usize,
+        live: bool,
+        lane_in_group: usize,
+        _g: usize,
+    ) {
+        self.current ^= 1;
+        let next = self.current ^ 1;
+        // SAFETY (of the pointer arithmetic): inside the row when live; not dereferenced else.
+        let lane_start = args.x.wrapping_add(offset + QUAD * lane_in_group);
+        for k in 0..Q {
+            if live && (k as u32) < self.lane_quads {
+                // SAFETY: the slot is this lane's; quad lane + 32 k lies inside the row, inside
+                // x, 16-byte aligned (dim % 4 == 0).
+                unsafe {
+                    copy_async_v4(
+                        self.slot(next, k),
+                        lane_start.wrapping_add(QUAD * WARP_SIZE * k),
+                    )
+                };
+            }
+        }
+        // One group per row, even an empty one, so that "all groups but the last" is always
+        // exactly the current row.
+        copy_async_commit();
+        copy_async_wait_for_previous();
+    }
+    #[inline(always)]
+    unsafe fn quad(&self, k: usize) -> QuadInput {
+        QuadInput {
+            // SAFETY: the lane's own slot, landed (see `load_next`).
+            x: unsafe { load_shared_v4(self.slot(self.current, k)) },
+            fetched: [0.0; 4],
+        }
+    }
+}
+
 /// One row whose quads fit in registers: at most `Q` quads per lane. The lane's inputs arrive
 /// preloaded in `ahead` (loaded while the previous row computed, see `step_tiles`). The target's
 /// quads are loaded here, from L1: keeping them in registers for the whole launch (a lane owns
@@ -754,11 +984,11 @@ impl<const Q: usize> LaneRow<Q> {
 /// # Safety
 /// `Q >= mh::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
 #[inline(always)]
-unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
+unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, const V4: bool>(
     args: &StepArgs,
     noise: &N,
     slot: RowSlot,
-    ahead: &LaneRow<Q>,
+    feed: &F,
     target: u32,
 ) -> bool {
     let n_quads = mh::quads_per_row(args.dim);
@@ -784,7 +1014,8 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
                 noise,
                 slot.row,
                 q,
-                ahead.quads[k],
+                // SAFETY: k < Q.
+                unsafe { feed.quad(k) },
                 // SAFETY: q < Q * 32, and `target` is the staged copy.
                 unsafe { StepArgs::shared_target_quad(target, q) },
                 partial,
@@ -795,7 +1026,12 @@ unsafe fn row_resident<N: Noise, const Q: usize, const V4: bool>(
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
-            let out = if accept { ps[k] } else { ahead.quads[k].x };
+            // SAFETY: k < Q.
+            let out = if accept {
+                ps[k]
+            } else {
+                unsafe { feed.quad(k) }.x
+            };
             // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
             unsafe { args.store_x_new::<V4>(slot.offset, q, out) };
         }
@@ -927,8 +1163,16 @@ fn accept_sum(sum: f32, slot: RowSlot) -> bool {
 /// # Safety
 /// See the entry points.
 #[inline(always)]
-unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, noise: &N) {
-    let g = mh::group_width(args.dim);
+unsafe fn step_tiles<N: Noise, F: RowFeed<N, Q>, const Q: usize, const V4: bool>(
+    args: &StepArgs,
+    noise: &N,
+    mut feed: F,
+) {
+    let g = if F::GROUP > 0 {
+        F::GROUP
+    } else {
+        mh::group_width(args.dim)
+    };
     let rows_at_once = (WARP_SIZE / g) as u32;
     let lane = lane_id();
     let (lane_in_group, group) = (lane % g, (lane / g) as u32);
@@ -941,9 +1185,8 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
     // tile's first row to this group's first row.
     let row_step = rows_at_once as usize * args.dim;
     let group_offset = group as usize * args.dim;
-    // Register-resident rows have their inputs loaded one row ahead, and their target in
-    // shared memory.
-    let prefetch = Q > 0;
+    // Register-resident rows have their inputs loaded one row ahead (by `feed`), and their
+    // target in shared memory.
     let target = if Q > 0 {
         // SAFETY: the host picks a resident variant only for rows of at most Q quads per lane,
         // so at most Q * 32 quads; every thread of the block is here.
@@ -953,23 +1196,18 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
     };
 
     let mut tile = Tile::at(args, warp * args.tile_rows);
-    let mut ahead = LaneRow::<Q> {
-        quads: [QuadInput::ZERO; Q],
+    // SAFETY: V4 only when dim % 4 == 0 (the host's choice); a row past the batch loads
+    // nothing.
+    unsafe {
+        feed.load_next::<V4>(
+            args,
+            noise,
+            tile.offset + group_offset,
+            group < tile.rows,
+            lane_in_group,
+            g,
+        )
     };
-    if prefetch {
-        // SAFETY: V4 only when dim % 4 == 0 (the host's choice); a row past the batch loads
-        // nothing.
-        ahead = unsafe {
-            LaneRow::load::<N, V4>(
-                args,
-                noise,
-                tile.offset + group_offset,
-                group < tile.rows,
-                lane_in_group,
-                g,
-            )
-        };
-    }
     // `tile.rows` is the same in every lane: the loops below are uniform across the warp, as
     // the shuffles inside them require.
     while tile.rows > 0 {
@@ -993,27 +1231,23 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
                 log_u: shfl_idx(tile_log_u, in_tile),
             };
             let last_in_tile = first + rows_at_once >= tile_rows;
-            let current = ahead;
-            if prefetch {
-                // The warp's next row: the rest of this tile, then the next tile.
-                let (next_offset, next_live) = if last_in_tile {
-                    let next_tile = Tile::at(args, tile.first_row + tile_stride);
-                    (next_tile.offset + group_offset, group < next_tile.rows)
-                } else {
-                    (offset + row_step, in_tile + rows_at_once < tile.rows)
-                };
-                // SAFETY: as above.
-                ahead = unsafe {
-                    LaneRow::load::<N, V4>(args, noise, next_offset, next_live, lane_in_group, g)
-                };
-            }
+            // The warp's next row: the rest of this tile, then the next tile. (Streamed rows,
+            // Q = 0, load nothing ahead; this is then dead code.)
+            let (next_offset, next_live) = if last_in_tile {
+                let next_tile = Tile::at(args, tile.first_row + tile_stride);
+                (next_tile.offset + group_offset, group < next_tile.rows)
+            } else {
+                (offset + row_step, in_tile + rows_at_once < tile.rows)
+            };
+            // SAFETY: as above.
+            unsafe { feed.load_next::<V4>(args, noise, next_offset, next_live, lane_in_group, g) };
             // SAFETY: forwarded from the entry point's contract; `Q` and `V4` were chosen by
             // the host from `dim` (see `Variant`).
             let accept = unsafe {
                 if Q == 0 {
                     row_streaming::<N, V4>(args, noise, slot)
                 } else {
-                    row_resident::<N, Q, V4>(args, noise, slot, &current, target)
+                    row_resident::<N, F, Q, V4>(args, noise, slot, &feed, target)
                 }
             };
             if slot.live && lane_in_group == 0 {
@@ -1030,6 +1264,39 @@ unsafe fn step_tiles<N: Noise, const Q: usize, const V4: bool>(args: &StepArgs, 
         tile = Tile::at(args, tile.first_row + tile_stride);
     }
 }
+/// The in-kernel-RNG entry points' arguments as the step's inputs.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn rng_step_inputs(
+    x: *const f32,
+    x_new: *mut f32,
+    accepted: *mut u8,
+    mu: *const f32,
+    inv_var: *const f32,
+    batch: u64,
+    dim: u64,
+    step_size: f32,
+    seed: u64,
+    step: u64,
+    tile_rows: u32,
+) -> (StepArgs, PhiloxNoise) {
+    let args = StepArgs {
+        x,
+        x_new,
+        accepted,
+        mu,
+        inv_var,
+        batch: batch as usize,
+        dim: dim as usize,
+        step_size,
+        tile_rows: tile_rows as usize,
+    };
+    let noise = PhiloxNoise {
+        draws: rng::StepDraws::new(rng::key(seed), step),
+    };
+    (args, noise)
+}
+
 /// Defines the two entry points of one [`crate::Variant`]: `Q` quads per lane kept in registers
 /// (0: none, the row is streamed), `V4` for 16-byte loads (`dim % 4 == 0`).
 macro_rules! entry_points {
@@ -1070,23 +1337,11 @@ macro_rules! entry_points {
             step: u64,
             tile_rows: u32,
         ) {
-            let (batch, dim, tile_rows) = (batch as usize, dim as usize, tile_rows as usize);
-            let args = StepArgs {
-                x,
-                x_new,
-                accepted,
-                mu,
-                inv_var,
-                batch,
-                dim,
-                step_size,
-                tile_rows,
-            };
-            let noise = PhiloxNoise {
-                draws: rng::StepDraws::new(rng::key(seed), step),
-            };
+            let (args, noise) = rng_step_inputs(
+                x, x_new, accepted, mu, inv_var, batch, dim, step_size, seed, step, tile_rows,
+            );
             // SAFETY: forwarded from this function's contract.
-            unsafe { step_tiles::<_, { $q }, $v4>(&args, &noise) }
+            unsafe { step_tiles::<_, _, { $q }, $v4>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY) }
         }
 
         /// One Metropolis–Hastings step of every chain, with the caller's random numbers.
@@ -1126,7 +1381,7 @@ macro_rules! entry_points {
             };
             let noise = CallerNoise { noise, uniform };
             // SAFETY: forwarded from this function's contract.
-            unsafe { step_tiles::<_, { $q }, $v4>(&args, &noise) }
+            unsafe { step_tiles::<_, _, { $q }, $v4>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY) }
         }
     };
 }
@@ -1165,6 +1420,42 @@ entry_points!(
 );
 // The general pair: any row length, any alignment. The others are faster specializations of it.
 entry_points!(0, false, mh_step, mh_step_with_noise);
+
+/// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel, for rows
+/// of 257 to 1024 elements in whole quads ([`crate::STAGED_ENTRY_POINT`]): each row is loaded
+/// one row ahead into shared memory by asynchronous copies (see [`SharedFeed`]; sm_80 and
+/// later, so only in the newer PTX module).
+///
+/// # Parameters
+/// As `mh_step_q2_v4`.
+///
+/// # Safety
+/// As `mh_step_q2_v4`, with [`crate::staged_step_fits`]`(dim)` (so one warp per row, `G = 32`)
+/// and blocks of exactly [`STAGED_WARPS_PER_BLOCK`] warps.
+#[cfg(target_feature = "sm_80")]
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mh_step_staged_q8_v4(
+    x: *const f32,
+    x_new: *mut f32,
+    accepted: *mut u8,
+    mu: *const f32,
+    inv_var: *const f32,
+    batch: u64,
+    dim: u64,
+    step_size: f32,
+    seed: u64,
+    step: u64,
+    tile_rows: u32,
+) {
+    let (args, noise) = rng_step_inputs(
+        x, x_new, accepted, mu, inv_var, batch, dim, step_size, seed, step, tile_rows,
+    );
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        let feed = SharedFeed::<MAX_STAGED_QUADS_PER_LANE>::new(&args);
+        step_tiles::<_, _, MAX_STAGED_QUADS_PER_LANE, true>(&args, &noise, feed)
+    }
+}
 
 /// The per-run inputs of the fused kernel beyond [`StepArgs`]: the random stream, how many
 /// steps, and where the statistics go.

@@ -128,6 +128,31 @@ pub const ENTRY_POINTS: [(&str, &str); 6] = [
     ("mh_step", "mh_step_with_noise"),
 ];
 
+/// The in-kernel-RNG step for rows of 257 to 1024 elements with `dim % 4 == 0`, on GPUs from
+/// Ampere (sm_80) on: the rows are loaded one row ahead into shared memory by asynchronous
+/// copies (`cp.async`) instead of into registers or streamed (see `gpu::SharedFeed`). Only in
+/// the newer PTX module; the host takes it where [`staged_step_fits`] says so and the module
+/// has it. Same arguments as the other in-kernel-RNG entry points.
+pub const STAGED_ENTRY_POINT: &str = "mh_step_staged_q8_v4";
+
+/// Quads per lane the staged step holds (rows of up to `8 * 32` quads: 1024 elements).
+pub const MAX_STAGED_QUADS_PER_LANE: usize = 8;
+
+/// Warps per block of the staged step: its shared array holds two rows for each, so the host
+/// must launch it with exactly `32 *` this many threads per block.
+pub const STAGED_WARPS_PER_BLOCK: usize = 4;
+
+/// Whether [`STAGED_ENTRY_POINT`] takes rows of `dim` elements: longer than the register-resident
+/// step's ([`mh::MAX_RESIDENT_QUADS_PER_LANE`] quads per lane, one warp per row from there on),
+/// at most [`MAX_STAGED_QUADS_PER_LANE`] quads per lane, and whole 16-byte quads (the
+/// asynchronous copies move 16 bytes).
+pub fn staged_step_fits(dim: usize) -> bool {
+    let quads = mh::quads_per_lane(dim);
+    quads > mh::MAX_RESIDENT_QUADS_PER_LANE
+        && quads <= MAX_STAGED_QUADS_PER_LANE
+        && dim.is_multiple_of(mh::QUAD)
+}
+
 /// The fused K-step kernels (`mh_chain_*`, see `gpu::chain_rows`), indexed by
 /// [`fused_entry_point`]: `q2` / `q8` quads per lane in registers, `v4` for 16-byte vectors,
 /// `stats` for the running moments, `split` for rows of at most [`MAX_SPLIT_DIM`] elements
@@ -229,6 +254,14 @@ mod tests {
         for (i, v) in Variant::ALL.iter().enumerate() {
             assert_eq!(v.index(), i);
         }
+    }
+
+    #[test]
+    fn staged_step_takes_rows_of_257_to_1024() {
+        let fits: [bool; 7] = [64, 256, 260, 300, 1000, 1024, 1028].map(staged_step_fits);
+        assert_eq!(fits, [false, false, true, true, true, true, false]);
+        assert!(!staged_step_fits(257), "not whole quads");
+        assert_eq!(mh::group_width(260), mh::WARP_SIZE);
     }
 
     #[test]
