@@ -21,7 +21,7 @@ use cudarc::nvrtc::Ptx;
 use fused_mh_kernel::mh::{self, WARP_SIZE};
 use fused_mh_kernel::philox::{Ctr, Key};
 use fused_mh_kernel::{
-    PHILOX4X32_10_MANY, STAGED_ENTRY_POINT, STAGED_WARPS_PER_BLOCK, Variant, staged_step_fits,
+    PHILOX4X32_10_MANY, STAGED_ENTRY_POINTS, STAGED_WARPS_PER_BLOCK, Variant, staged_entry_point,
 };
 
 use crate::error::{Error, Result};
@@ -45,6 +45,8 @@ pub const THREADS_PER_BLOCK: u32 = 256;
 /// at 102 µs per step against 118. Caller noise (80 registers) lost 1.7 points with 128 and
 /// keeps 256.
 pub const RNG_THREADS_PER_BLOCK: u32 = 128;
+// The staged steps' shared arrays are sized for blocks of this many warps.
+const _: () = assert!(RNG_THREADS_PER_BLOCK as usize == STAGED_WARPS_PER_BLOCK * WARP_SIZE);
 /// Blocks launched per SM at most; more rows than that are covered by the kernels' grid-stride
 /// loop. 32 blocks of 128 or 256 threads are 2x or 4x what one SM holds at once (2048
 /// threads), enough to keep every SM fed through the launch's tail.
@@ -75,8 +77,8 @@ pub struct Gpu {
     /// Indexed like [`Variant::ALL`].
     kernels: Vec<StepKernels>,
     philox_many: CudaFunction,
-    /// [`STAGED_ENTRY_POINT`], where the loaded module has it.
-    staged: Option<CudaFunction>,
+    /// [`STAGED_ENTRY_POINTS`] where the loaded module has them (the newer one), else empty.
+    staged: Vec<CudaFunction>,
     chain: chain::ChainKernels,
     name: String,
     ptx_target: &'static str,
@@ -155,12 +157,18 @@ impl Gpu {
         Ok(Self {
             kernels,
             philox_many: module.load_function(PHILOX4X32_10_MANY)?,
-            // Only the newer module has it (`lib.rs` tests which has what).
-            staged: ptx
+            // Only the newer module has them (`lib.rs` tests which has what).
+            staged: if ptx
                 .text
-                .contains(&format!(".entry {STAGED_ENTRY_POINT}("))
-                .then(|| module.load_function(STAGED_ENTRY_POINT))
-                .transpose()?,
+                .contains(&format!(".entry {}(", STAGED_ENTRY_POINTS[0]))
+            {
+                STAGED_ENTRY_POINTS
+                    .iter()
+                    .map(|name| module.load_function(name))
+                    .collect::<Result<_, _>>()?
+            } else {
+                Vec::new()
+            },
             chain: chain::ChainKernels::load(&module)?,
             _module: module,
             name: ctx.name()?,
@@ -283,7 +291,7 @@ impl Gpu {
         (grid_1d(blocks as u32, threads), tile_rows as u32)
     }
 
-    /// The launch of the staged step ([`STAGED_ENTRY_POINT`]): blocks of
+    /// The launch of the longer staged step (`mh_step_staged_q8_v4`): blocks of
     /// [`STAGED_WARPS_PER_BLOCK`] warps (its shared array is sized for them), and tiles of about
     /// [`STAGED_TILE_ELEMENTS`] elements, so that a block lives for a few rows only: measured on
     /// the H200 at (65536, 1024), tiles of 8 rows (the general rule of [`Gpu::layout`]) ran at
@@ -356,18 +364,21 @@ impl Gpu {
             Draws::Philox { .. } => RNG_THREADS_PER_BLOCK,
             Draws::Caller(_) => THREADS_PER_BLOCK,
         };
-        let staged = match (&draws, &self.staged) {
-            (Draws::Philox { .. }, Some(f)) if staged_step_fits(shape.dim()) => Some(f),
-            _ => None,
+        // The staged steps where the module has them: the same results, faster (see the kernel
+        // crate's `STAGED_ENTRY_POINTS`).
+        let staged = match draws {
+            Draws::Philox { .. } => {
+                staged_entry_point(shape.dim()).and_then(|i| self.staged.get(i).map(|f| (i, f)))
+            }
+            Draws::Caller(_) => None,
         };
-        let (config, tile_rows) = if staged.is_some() {
-            self.staged_layout(shape)
-        } else {
-            self.layout(shape, threads)
+        let (config, tile_rows) = match staged {
+            Some((1, _)) => self.staged_layout(shape),
+            _ => self.layout(shape, threads),
         };
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
         let function = match (&draws, staged) {
-            (_, Some(f)) => f,
+            (_, Some((_, f))) => f,
             (Draws::Philox { .. }, None) => &kernels.rng,
             (Draws::Caller(_), None) => &kernels.caller_noise,
         };

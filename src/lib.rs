@@ -65,7 +65,7 @@ impl PtxModule {
 /// The kernels compiled by `build.rs` from `kernel/` and embedded here, oldest target first:
 /// - `sm_70`, the portable module: every GPU from Volta on;
 /// - `sm_80` (or `FUSED_MH_PTX_ARCH` at build time): the same kernels, plus those that use
-///   instructions from Ampere on ([`kernel::STAGED_ENTRY_POINT`]).
+///   instructions from Ampere on ([`kernel::STAGED_ENTRY_POINTS`]).
 ///
 /// [`Gpu::open`] loads the newest module the GPU can run.
 pub const PTX_MODULES: [PtxModule; 2] = [
@@ -101,9 +101,11 @@ mod tests {
                 );
             }
         }
-        let staged = format!(".entry {}(", kernel::STAGED_ENTRY_POINT);
-        assert!(!PTX_MODULES[0].text.contains(&staged));
-        assert!(PTX_MODULES[1].text.contains(&staged));
+        for name in kernel::STAGED_ENTRY_POINTS {
+            let entry = format!(".entry {name}(");
+            assert!(!PTX_MODULES[0].text.contains(&entry));
+            assert!(PTX_MODULES[1].text.contains(&entry));
+        }
         assert_eq!(PTX_MODULES[0].min_compute_capability(), 70);
         assert!(PTX_MODULES[1].min_compute_capability() >= 80);
     }
@@ -168,7 +170,7 @@ mod tests {
                     .matches(".shared .align 16 .b8 fused_mh_staging[")
                     .count();
                 assert!(
-                    staging == usize::from(name == kernel::STAGED_ENTRY_POINT),
+                    staging == usize::from(kernel::STAGED_ENTRY_POINTS.contains(&name)),
                     "{name} declares {staging} row staging arrays"
                 );
             }

@@ -34,8 +34,8 @@ const SHAPES: [(usize, usize); 8] = [
 ];
 
 /// Shapes run again with the portable (`sm_70`) kernels, which the GPU tests would otherwise
-/// not reach on a newer GPU: rows in registers, rows of 1000 and 260 (streamed there, staged
-/// in the newer module), and a row that is not whole quads.
+/// not reach on a newer GPU: rows in registers (staged in the newer module), rows of 1000 and
+/// 260 (streamed there, staged in the newer module), and a row that is not whole quads.
 const PORTABLE_SHAPES: [(usize, usize); 4] = [(4096, 64), (256, 1000), (33, 260), (5, 333)];
 
 /// Poison for the state buffer the step writes: NaN fails every comparison.
@@ -200,6 +200,8 @@ fn philox_known_answers() -> Result<(), Failed> {
 /// More rows than the capped grid has warps, so the kernels' grid-stride loop does real work.
 fn grid_stride_covers_every_row() -> Result<(), Failed> {
     gpu_matches_cpu(1_000_003, 3, Mode::InKernelRng, Kernels::Newest)?;
+    // Whole quads: the staged step for short rows on GPUs from Ampere on.
+    gpu_matches_cpu(1_000_003, 8, Mode::InKernelRng, Kernels::Newest)?;
     // The staged step's own launch shape (tiles of two rows of 1024): 40000 rows need more
     // blocks than the grid has, so its warps come back for further tiles.
     gpu_matches_cpu(40_000, 1024, Mode::InKernelRng, Kernels::Newest)

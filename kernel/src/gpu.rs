@@ -868,17 +868,17 @@ impl<N: Noise, const Q: usize> RowFeed<N, Q> for RegisterFeed<Q> {
 /// Only the in-kernel RNG uses it: caller noise would need its noise staged as well, and it
 /// already runs at 98 % of the copy bandwidth with rows in registers.
 #[cfg(target_feature = "sm_80")]
-struct SharedFeed<const Q: usize> {
+struct SharedFeed<const Q: usize, const G: usize> {
     /// This lane's slot 0 of buffer 0.
     base: u32,
     /// The buffer of the current row, 0 or 1.
     current: u32,
-    /// How many quads of each row are this lane's (`lane + 32 k < quads_per_row`).
+    /// How many quads of each row are this lane's (`lane_in_group + G k < quads_per_row`).
     lane_quads: u32,
 }
 
 #[cfg(target_feature = "sm_80")]
-impl<const Q: usize> SharedFeed<Q> {
+impl<const Q: usize, const G: usize> SharedFeed<Q, G> {
     /// Bytes of one buffer: a row of `Q` quads per lane.
     const ROW_BYTES: u32 = (Q * WARP_SIZE * 16) as u32;
 
@@ -899,9 +899,10 @@ impl<const Q: usize> SharedFeed<Q> {
                  base = out(reg32) base, options(nostack));
         }
         let lane = lane_id();
-        let n_quads = mh::quads_per_row(args.dim);
-        let lane_quads = if lane < n_quads {
-            ((n_quads - 1 - lane) / WARP_SIZE + 1) as u32
+        let g = if G > 0 { G } else { mh::group_width(args.dim) };
+        let (n_quads, lane_in_group) = (mh::quads_per_row(args.dim), lane % g);
+        let lane_quads = if lane_in_group < n_quads {
+            ((n_quads - 1 - lane_in_group) / g + 1) as u32
         } else {
             0
         };
@@ -930,8 +931,8 @@ impl<const Q: usize> SharedFeed<Q> {
 }
 
 #[cfg(target_feature = "sm_80")]
-impl<const Q: usize> RowFeed<PhiloxNoise, Q> for SharedFeed<Q> {
-    const GROUP: usize = WARP_SIZE;
+impl<const Q: usize, const G: usize> RowFeed<PhiloxNoise, Q> for SharedFeed<Q, G> {
+    const GROUP: usize = G;
 
     #[inline(always)]
     unsafe fn load_next<const V4: bool>(
@@ -941,7 +942,7 @@ impl<const Q: usize> RowFeed<PhiloxNoise, Q> for SharedFeed<Q> {
         offset: usize,
         live: bool,
         lane_in_group: usize,
-        _g: usize,
+        g: usize,
     ) {
         self.current ^= 1;
         let next = self.current ^ 1;
@@ -949,14 +950,9 @@ impl<const Q: usize> RowFeed<PhiloxNoise, Q> for SharedFeed<Q> {
         let lane_start = args.x.wrapping_add(offset + QUAD * lane_in_group);
         for k in 0..Q {
             if live && (k as u32) < self.lane_quads {
-                // SAFETY: the slot is this lane's; quad lane + 32 k lies inside the row, inside
-                // x, 16-byte aligned (dim % 4 == 0).
-                unsafe {
-                    copy_async_v4(
-                        self.slot(next, k),
-                        lane_start.wrapping_add(QUAD * WARP_SIZE * k),
-                    )
-                };
+                // SAFETY: the slot is this lane's; quad lane_in_group + g k lies inside the row,
+                // inside x, 16-byte aligned (dim % 4 == 0).
+                unsafe { copy_async_v4(self.slot(next, k), lane_start.wrapping_add(QUAD * g * k)) };
             }
         }
         // One group per row, even an empty one, so that "all groups but the last" is always
@@ -1421,41 +1417,60 @@ entry_points!(
 // The general pair: any row length, any alignment. The others are faster specializations of it.
 entry_points!(0, false, mh_step, mh_step_with_noise);
 
-/// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel, for rows
-/// of 257 to 1024 elements in whole quads ([`crate::STAGED_ENTRY_POINT`]): each row is loaded
-/// one row ahead into shared memory by asynchronous copies (see [`SharedFeed`]; sm_80 and
-/// later, so only in the newer PTX module).
-///
-/// # Parameters
-/// As `mh_step_q2_v4`.
-///
-/// # Safety
-/// As `mh_step_q2_v4`, with [`crate::staged_step_fits`]`(dim)` (so one warp per row, `G = 32`)
-/// and blocks of exactly [`STAGED_WARPS_PER_BLOCK`] warps.
-#[cfg(target_feature = "sm_80")]
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn mh_step_staged_q8_v4(
-    x: *const f32,
-    x_new: *mut f32,
-    accepted: *mut u8,
-    mu: *const f32,
-    inv_var: *const f32,
-    batch: u64,
-    dim: u64,
-    step_size: f32,
-    seed: u64,
-    step: u64,
-    tile_rows: u32,
-) {
-    let (args, noise) = rng_step_inputs(
-        x, x_new, accepted, mu, inv_var, batch, dim, step_size, seed, step, tile_rows,
-    );
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        let feed = SharedFeed::<MAX_STAGED_QUADS_PER_LANE>::new(&args);
-        step_tiles::<_, _, MAX_STAGED_QUADS_PER_LANE, true>(&args, &noise, feed)
-    }
+/// Defines a staged in-kernel-RNG step (see [`crate::STAGED_ENTRY_POINTS`]): `$q` quads per
+/// lane, rows fed by a [`SharedFeed`] with `$g` lanes per row (0: `mh::group_width(dim)`).
+macro_rules! staged_entry_point {
+    ($name:ident, $q:expr, $g:expr, $index:literal, $what:literal) => {
+        #[doc = concat!("One Metropolis–Hastings step of every chain, random numbers drawn in the kernel, for ", $what, "; each row is loaded one row ahead into shared memory by asynchronous copies (see [`SharedFeed`]; sm_80 and later, so only in the newer PTX module).")]
+        ///
+        /// # Parameters
+        /// As `mh_step_q2_v4`.
+        ///
+        /// # Safety
+        #[doc = concat!("As `mh_step_q2_v4`, with [`crate::staged_entry_point`]`(dim) == Some(", $index, ")`, and blocks of exactly [`STAGED_WARPS_PER_BLOCK`] warps.")]
+        #[cfg(target_feature = "sm_80")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            step: u64,
+            tile_rows: u32,
+        ) {
+            let (args, noise) = rng_step_inputs(
+                x, x_new, accepted, mu, inv_var, batch, dim, step_size, seed, step, tile_rows,
+            );
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                let feed = SharedFeed::<{ $q }, { $g }>::new(&args);
+                step_tiles::<_, _, { $q }, true>(&args, &noise, feed)
+            }
+        }
+    };
 }
+
+staged_entry_point!(
+    mh_step_staged_q2_v4,
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    0,
+    "0",
+    "rows of up to 256 elements in whole quads (`mh_step_q2_v4` in 64 registers instead of 72)"
+);
+// One warp per row, fixed at compile time: a lane's quads are then 512 bytes apart, and ptxas
+// needed 96 registers instead of 128 (20 warps per SM instead of 16).
+staged_entry_point!(
+    mh_step_staged_q8_v4,
+    MAX_STAGED_QUADS_PER_LANE,
+    WARP_SIZE,
+    "1",
+    "rows of 257 to 1024 elements in whole quads (one warp per row; the portable kernels stream them)"
+);
 
 /// The per-run inputs of the fused kernel beyond [`StepArgs`]: the random stream, how many
 /// steps, and where the statistics go.

@@ -128,29 +128,37 @@ pub const ENTRY_POINTS: [(&str, &str); 6] = [
     ("mh_step", "mh_step_with_noise"),
 ];
 
-/// The in-kernel-RNG step for rows of 257 to 1024 elements with `dim % 4 == 0`, on GPUs from
-/// Ampere (sm_80) on: the rows are loaded one row ahead into shared memory by asynchronous
-/// copies (`cp.async`) instead of into registers or streamed (see `gpu::SharedFeed`). Only in
-/// the newer PTX module; the host takes it where [`staged_step_fits`] says so and the module
-/// has it. Same arguments as the other in-kernel-RNG entry points.
-pub const STAGED_ENTRY_POINT: &str = "mh_step_staged_q8_v4";
+/// The *staged* in-kernel-RNG steps, for GPUs from Ampere (sm_80) on: each row is loaded one
+/// row ahead into shared memory by asynchronous copies (`cp.async`) rather than into registers
+/// (see `gpu::SharedFeed`), so the loads travel while the row before computes at no register
+/// cost. Indexed by [`staged_entry_point`]:
+/// - `mh_step_staged_q2_v4`: rows of up to 256 elements (as `mh_step_q2_v4`, 64 registers
+///   instead of 72);
+/// - `mh_step_staged_q8_v4`: rows of 257 to 1024 elements, one warp per row (the portable
+///   kernels stream these).
+///
+/// Both need `dim % 4 == 0` (the copies move whole 16-byte quads). Only the newer PTX module
+/// has them; same arguments as the other in-kernel-RNG entry points.
+pub const STAGED_ENTRY_POINTS: [&str; 2] = ["mh_step_staged_q2_v4", "mh_step_staged_q8_v4"];
 
-/// Quads per lane the staged step holds (rows of up to `8 * 32` quads: 1024 elements).
+/// Quads per lane the longer staged step holds (rows of up to `8 * 32` quads: 1024 elements).
 pub const MAX_STAGED_QUADS_PER_LANE: usize = 8;
 
-/// Warps per block of the staged step: its shared array holds two rows for each, so the host
-/// must launch it with exactly `32 *` this many threads per block.
+/// Warps per block of the staged steps: their shared array holds two rows for each, so the
+/// host must launch them with exactly `32 *` this many threads per block.
 pub const STAGED_WARPS_PER_BLOCK: usize = 4;
 
-/// Whether [`STAGED_ENTRY_POINT`] takes rows of `dim` elements: longer than the register-resident
-/// step's ([`mh::MAX_RESIDENT_QUADS_PER_LANE`] quads per lane, one warp per row from there on),
-/// at most [`MAX_STAGED_QUADS_PER_LANE`] quads per lane, and whole 16-byte quads (the
-/// asynchronous copies move 16 bytes).
-pub fn staged_step_fits(dim: usize) -> bool {
+/// Which of [`STAGED_ENTRY_POINTS`] takes rows of `dim` elements, if any: whole quads, and at
+/// most [`MAX_STAGED_QUADS_PER_LANE`] quads per lane.
+pub fn staged_entry_point(dim: usize) -> Option<usize> {
     let quads = mh::quads_per_lane(dim);
-    quads > mh::MAX_RESIDENT_QUADS_PER_LANE
-        && quads <= MAX_STAGED_QUADS_PER_LANE
-        && dim.is_multiple_of(mh::QUAD)
+    if !dim.is_multiple_of(mh::QUAD) || quads > MAX_STAGED_QUADS_PER_LANE {
+        None
+    } else if quads <= mh::MAX_RESIDENT_QUADS_PER_LANE {
+        Some(0)
+    } else {
+        Some(1)
+    }
 }
 
 /// The fused K-step kernels (`mh_chain_*`, see `gpu::chain_rows`), indexed by
@@ -257,10 +265,24 @@ mod tests {
     }
 
     #[test]
-    fn staged_step_takes_rows_of_257_to_1024() {
-        let fits: [bool; 7] = [64, 256, 260, 300, 1000, 1024, 1028].map(staged_step_fits);
-        assert_eq!(fits, [false, false, true, true, true, true, false]);
-        assert!(!staged_step_fits(257), "not whole quads");
+    fn staged_steps_take_whole_quads_up_to_1024() {
+        let index = [4, 64, 256, 260, 300, 1000, 1024, 1028, 33, 257].map(staged_entry_point);
+        assert_eq!(
+            index,
+            [
+                Some(0),
+                Some(0),
+                Some(0),
+                Some(1),
+                Some(1),
+                Some(1),
+                Some(1),
+                None,
+                None,
+                None
+            ]
+        );
+        // The longer one assumes one warp per row.
         assert_eq!(mh::group_width(260), mh::WARP_SIZE);
     }
 
