@@ -863,7 +863,9 @@ impl<N: Noise, const Q: usize> RowFeed<N, Q> for RegisterFeed<Q> {
 /// Each lane copies, and later reads, only its own 16-byte slots (slot `k` of a buffer is
 /// the warp's `k`-th quads side by side, 512 bytes, so a warp's `ld.shared.v4` touches 512
 /// consecutive bytes: no bank conflicts): no other lane touches them, so the lane's own
-/// `cp.async.wait_group` is all the synchronization there is.
+/// `cp.async.wait_group` is all the synchronization there is. A buffer is refilled (the copies
+/// for row `r + 2`) only after the lane's last read of it (the write-back of row `r`, whose
+/// stores consume the values read) in program order, so the copies cannot overtake the reads.
 ///
 /// Only the in-kernel RNG uses it: caller noise would need its noise staged as well, and it
 /// already runs at 98 % of the copy bandwidth with rows in registers.
