@@ -296,7 +296,7 @@ impl Gpu {
     /// [`STAGED_TILE_ELEMENTS`] elements, so that a block lives for a few rows only: measured on
     /// the H200 at (65536, 1024), tiles of 8 rows (the general rule of [`Gpu::layout`]) ran at
     /// 87 % of the copy bandwidth, 4 rows at 91 %, 2 rows at 93 %, and at (131072, 512) 86, 91
-    /// and 88 % (`bench/NOTES.md`, #19). Short-lived blocks spread the launch's last rows
+    /// and 88 % (`bench/NOTES.md`, session 5, S6). Short-lived blocks spread the launch's last rows
     /// evenly over the SMs.
     fn staged_layout(&self, shape: Shape) -> (LaunchConfig, u32) {
         let threads = (STAGED_WARPS_PER_BLOCK * WARP_SIZE) as u32;
@@ -373,6 +373,7 @@ impl Gpu {
             Draws::Caller(_) => None,
         };
         let (config, tile_rows) = match staged {
+            // Index 1: the one-warp-per-row kernel, `mh_step_staged_q8_v4`.
             Some((1, _)) => self.staged_layout(shape),
             _ => self.layout(shape, threads),
         };
