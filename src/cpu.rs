@@ -16,6 +16,7 @@ use fused_mh_kernel::rng;
 use rayon::prelude::*;
 
 use crate::error::Result;
+use crate::host_memory;
 use crate::problem::{Shape, StepConfig, Target, check_noise, check_step_size};
 
 /// The result of one step on the CPU, with the numbers behind each decision.
@@ -189,7 +190,7 @@ pub fn steps(
     config: &StepConfig,
     first_step: u64,
     steps: u64,
-) -> Result<(Vec<f32>, Vec<u32>)> {
+) -> Result<(Vec<f32>, Vec<u64>)> {
     let out = run_chains(
         x,
         shape,
@@ -251,7 +252,7 @@ pub struct ChainsOutput {
     /// `[batch, dim]`: the states after the last step.
     pub x: Vec<f32>,
     /// `[batch]`: accepted steps of each chain.
-    pub accepted: Vec<u32>,
+    pub accepted: Vec<u64>,
     /// `[batch, dim]`: the mean of each chain's states over the steps.
     pub mean: Vec<f64>,
     /// `[batch, dim]`: their variance (mean squared deviation, as NumPy's `var`).
@@ -275,14 +276,14 @@ pub fn run_chains(
     on_progress: &mut dyn FnMut(u64),
 ) -> Result<ChainsOutput> {
     shape.check_len("x", x)?;
-    let mut x = x.to_vec();
-    let mut accepted = vec![0u32; shape.batch()];
-    let mut mean = vec![0f64; shape.len()];
-    let mut m2 = vec![0f64; shape.len()];
+    let mut x = host_memory::copied("states", x)?;
+    let mut accepted = host_memory::filled("accepted counts", shape.batch(), 0u64)?;
+    let mut mean = host_memory::filled("means", shape.len(), 0f64)?;
+    let mut m2 = host_memory::filled("variances", shape.len(), 0f64)?;
     for done in 1..=steps {
         let out = par_step(&x, shape, target, config, first_step + done - 1)?;
         for (c, a) in accepted.iter_mut().zip(&out.accepted) {
-            *c += u32::from(*a);
+            *c += u64::from(*a);
         }
         x = out.x_new;
         let n = done as f64;
@@ -329,8 +330,8 @@ fn run(
     target.check_shape(shape)?;
     check_step_size(step_size)?;
     let dim = shape.dim();
-    let mut x_new = vec![0.0f32; shape.len()];
-    let mut decisions = vec![Decision::default(); shape.batch()];
+    let mut x_new = host_memory::filled("x_new", shape.len(), 0.0f32)?;
+    let mut decisions = host_memory::filled("decisions", shape.batch(), Decision::default())?;
     let one_row = |(row, (out, decision)): (usize, (&mut [f32], &mut Decision))| {
         *decision = row_step(
             &x[row * dim..(row + 1) * dim],

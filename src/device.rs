@@ -207,6 +207,12 @@ impl Gpu {
         &self.stream
     }
 
+    /// The device memory free now and the device's total, in bytes.
+    pub fn free_memory(&self) -> Result<(usize, usize)> {
+        self.ctx.bind_to_thread()?;
+        Ok(cudarc::driver::result::mem_get_info()?)
+    }
+
     /// Waits until all queued work has finished.
     pub fn synchronize(&self) -> Result<()> {
         Ok(self.stream.synchronize()?)
@@ -252,7 +258,7 @@ impl Gpu {
     }
 
     /// Uploads caller random numbers for one step: standard normals `noise[batch * dim]` (finite)
-    /// and uniforms `uniform[batch]` (in `[0, 1]`).
+    /// and uniforms `uniform[batch]` (in `[0, 1)`).
     pub fn upload_noise(
         &self,
         noise: &[f32],

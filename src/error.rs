@@ -49,19 +49,47 @@ pub enum Error {
         /// Its value.
         value: f32,
     },
-    /// A standard deviation so small that `1 / sigma^2` overflows f32.
-    #[error("sigma[{index}] = {value:e} is too small: 1/sigma^2 overflows f32")]
-    SigmaTooSmall {
+    /// A standard deviation outside [`Target::SIGMA_RANGE`](crate::Target::SIGMA_RANGE),
+    /// where the step's float32 arithmetic overflows or underflows.
+    #[error(
+        "sigma[{index}] = {value:e} is outside [{:e}, {:e}]: beyond it the float32 terms \
+         ((x - mu) / sigma)^2 overflow or underflow (rescale the problem)",
+        crate::Target::SIGMA_RANGE.0,
+        crate::Target::SIGMA_RANGE.1
+    )]
+    SigmaOutOfRange {
         /// Position of the first offending element.
         index: usize,
         /// Its value.
         value: f32,
     },
+    /// An initial state that is not finite.
+    #[error("x[{row}, {coordinate}] = {value} is not finite")]
+    NonFiniteState {
+        /// The chain.
+        row: usize,
+        /// The coordinate.
+        coordinate: usize,
+        /// Its value.
+        value: f32,
+    },
+    /// An initial state so far from the target that its log density overflows float32.
+    #[error(
+        "chain {row} is too far from mu: sum of ((x - mu) / sigma)^2 = {distance:e} overflows \
+         float32 (at most {:e})",
+        crate::problem::MAX_SQUARED_DISTANCE
+    )]
+    StateTooFar {
+        /// The chain.
+        row: usize,
+        /// Its squared standardized distance from mu, computed in f64.
+        distance: f64,
+    },
     /// A step size that is not a positive finite number.
     #[error("step size {0} must be a finite number > 0")]
     BadStepSize(f32),
-    /// A caller-supplied uniform outside `[0, 1]`.
-    #[error("uniform[{index}] = {value} is outside [0, 1]")]
+    /// A caller-supplied uniform outside `[0, 1)`.
+    #[error("uniform[{index}] = {value} is outside [0, 1)")]
     UniformOutOfRange {
         /// Position of the first offending element.
         index: usize,
@@ -71,6 +99,18 @@ pub enum Error {
     /// A run plan that cannot run (no steps per launch, a thinning longer than the run).
     #[error("invalid run: {0}")]
     InvalidRun(String),
+    /// A callback of a run returned an error, and the run stopped (the callback's owner knows
+    /// why: a trace file that could not be written, an interrupted job).
+    #[error("the run was stopped by its caller")]
+    Stopped,
+    /// A host allocation that cannot be made.
+    #[error("not enough host memory: could not allocate {bytes} bytes for {what}")]
+    HostOutOfMemory {
+        /// What the allocation was for.
+        what: &'static str,
+        /// Its size.
+        bytes: usize,
+    },
     /// Chains, target or noise that belong to different shapes.
     #[error("shape mismatch: {0}")]
     ShapeMismatch(String),

@@ -31,6 +31,7 @@
 pub mod cpu;
 mod device;
 mod error;
+pub mod host_memory;
 mod problem;
 
 pub use device::{
@@ -39,7 +40,7 @@ pub use device::{
 };
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;
-pub use problem::{Shape, StepConfig, Target};
+pub use problem::{MAX_SQUARED_DISTANCE, Shape, StepConfig, Target};
 
 /// One compiled set of the kernels: PTX text for a target, which the driver turns into machine
 /// code for whatever GPU [`Gpu::open`] finds.

@@ -102,8 +102,19 @@ pub struct Target {
 }
 
 impl Target {
+    /// The standard deviations the step computes with in float32: `[2^-57, 2^57]`, about
+    /// `[6.9e-18, 1.4e17]`.
+    ///
+    /// The kernel forms `d^2 * (1 / sigma^2)` with `d = v - mu`. For every state within 64
+    /// standard deviations of mu (all a chain ever visits once it is near the target) and at
+    /// least 1/64 of one away, `d` lies in `[2^-63, 2^63]`: `d^2` is a normal float32 (no
+    /// overflow to infinity, no underflow into subnormals) and so is `1 / sigma^2`
+    /// (`[2^-114, 2^114]`). A `sigma` outside would make `log alpha` infinite or NaN for
+    /// ordinary states, and every proposal rejected without a word.
+    pub const SIGMA_RANGE: (f32, f32) = (1.0 / (1u64 << 57) as f32, (1u64 << 57) as f32);
+
     /// A target of `mu.len()` dimensions. `mu` and `sigma` must have the same length (at least
-    /// 1), be finite, and `sigma > 0` with `1 / sigma^2` representable in f32.
+    /// 1), be finite, and `sigma` lie in [`Self::SIGMA_RANGE`].
     pub fn new(mu: Vec<f32>, sigma: Vec<f32>) -> Result<Self> {
         if mu.is_empty() {
             return Err(Error::EmptyDim);
@@ -117,18 +128,19 @@ impl Target {
                 value: sigma[index],
             });
         }
+        let (low, high) = Self::SIGMA_RANGE;
+        if let Some(index) = sigma.iter().position(|s| !(low..=high).contains(s)) {
+            return Err(Error::SigmaOutOfRange {
+                index,
+                value: sigma[index],
+            });
+        }
         // 1 / sigma^2 in f64, rounded once to f32: the kernel multiplies by it instead of
         // dividing by sigma^2 for every element.
         let inv_var: Vec<f32> = sigma
             .iter()
             .map(|&s| (1.0 / f64::from(s).powi(2)) as f32)
             .collect();
-        if let Some(index) = inv_var.iter().position(|v| !v.is_finite()) {
-            return Err(Error::SigmaTooSmall {
-                index,
-                value: sigma[index],
-            });
-        }
         Ok(Self { mu, sigma, inv_var })
     }
 
@@ -156,7 +168,45 @@ impl Target {
     pub fn check_shape(&self, shape: Shape) -> Result<()> {
         check_target_dim(self.dim(), shape)
     }
+
+    /// Checks initial states `x[batch * dim]` against this target: every element finite, and
+    /// each chain's squared standardized distance `sum_d ((x_d - mu_d) / sigma_d)^2` (computed
+    /// in f64) at most [`MAX_SQUARED_DISTANCE`], so that `log pi(x)` and the log density of
+    /// every proposal near it are finite in float32.
+    ///
+    /// The step itself accepts any states (a non-finite row is never accepted and never
+    /// moves); this is the check for states a user hands over, where a NaN or an overflow is a
+    /// mistake to report rather than a chain to run.
+    pub fn check_states(&self, shape: Shape, x: &[f32]) -> Result<()> {
+        self.check_shape(shape)?;
+        shape.check_len("x", x)?;
+        let dim = shape.dim();
+        for (row, state) in x.chunks_exact(dim).enumerate() {
+            if let Some(coordinate) = state.iter().position(|v| !v.is_finite()) {
+                return Err(Error::NonFiniteState {
+                    row,
+                    coordinate,
+                    value: state[coordinate],
+                });
+            }
+            let distance: f64 = state
+                .iter()
+                .zip(&self.mu)
+                .zip(&self.inv_var)
+                .map(|((&v, &m), &w)| (f64::from(v) - f64::from(m)).powi(2) * f64::from(w))
+                .sum();
+            if distance > MAX_SQUARED_DISTANCE {
+                return Err(Error::StateTooFar { row, distance });
+            }
+        }
+        Ok(())
+    }
 }
+
+/// The largest squared standardized distance from mu an initial state may have: `2^120`
+/// (about 1.3e36). `log pi = -distance / 2` stays far below float32's largest value (about
+/// 3.4e38, or `2^128`), with room for a proposal's extra distance and for float32 rounding.
+pub const MAX_SQUARED_DISTANCE: f64 = (1u128 << 120) as f64;
 
 /// How a step with in-kernel random numbers proposes: the step size, and the seed of the
 /// Philox stream.
@@ -204,12 +254,12 @@ pub(crate) fn check_step_size(step_size: f32) -> Result<()> {
 }
 
 /// Checks caller-supplied random numbers against a shape: `noise[batch * dim]` finite,
-/// `uniform[batch]` in `[0, 1]`.
+/// `uniform[batch]` in `[0, 1)` (the reference's `U[0, 1)`).
 pub(crate) fn check_noise(shape: Shape, noise: &[f32], uniform: &[f32]) -> Result<()> {
     shape.check_len("noise", noise)?;
     check_len("uniform", shape.batch(), uniform.len())?;
     check_finite("noise", noise)?;
-    match uniform.iter().position(|u| !(0.0..=1.0).contains(u)) {
+    match uniform.iter().position(|u| !(0.0..1.0).contains(u)) {
         Some(index) => Err(Error::UniformOutOfRange {
             index,
             value: uniform[index],
@@ -273,12 +323,64 @@ mod tests {
             Target::new(vec![0.0], vec![-1.0]),
             Err(Error::NonPositiveSigma { .. })
         ));
-        assert!(matches!(
-            Target::new(vec![0.0], vec![1e-30]),
-            Err(Error::SigmaTooSmall { .. })
-        ));
+        // Outside [2^-57, 2^57]: the float32 squares overflow or underflow. At the ends: in.
+        for bad in [1e-30, 1e-18, 1e18, 1e20, 1e38] {
+            assert!(
+                matches!(
+                    Target::new(vec![0.0], vec![bad]),
+                    Err(Error::SigmaOutOfRange { .. })
+                ),
+                "{bad}"
+            );
+        }
+        let (low, high) = Target::SIGMA_RANGE;
+        assert_eq!((low, high), (2f32.powi(-57), 2f32.powi(57)));
+        assert!(Target::new(vec![0.0; 2], vec![low, high]).is_ok());
         let t = Target::new(vec![1.0, 2.0], vec![0.5, 4.0]).unwrap();
         assert_eq!(t.inv_var(), &[4.0, 0.0625]);
+    }
+
+    #[test]
+    fn initial_states_are_checked() {
+        let t = Target::new(vec![1.0, -1.0], vec![1.0, 1e-3]).unwrap();
+        let shape = Shape::new(3, 2).unwrap();
+        assert!(
+            t.check_states(shape, &[1.0, -1.0, 5.0, -1.001, 1e6, 0.0])
+                .is_ok()
+        );
+        assert!(matches!(
+            t.check_states(shape, &[1.0, -1.0, 1.0, f32::INFINITY, 0.0, 0.0]),
+            Err(Error::NonFiniteState {
+                row: 1,
+                coordinate: 1,
+                ..
+            })
+        ));
+        // Row 2: (1e20 - 1)^2 / 1 = 1e40 > 2^120 (~1.3e36); 1e17 gives 1e34, which passes.
+        assert!(
+            t.check_states(
+                shape,
+                &[0.0; 4]
+                    .iter()
+                    .copied()
+                    .chain([1e17, -1.0])
+                    .collect::<Vec<_>>()
+            )
+            .is_ok()
+        );
+        assert!(matches!(
+            t.check_states(shape, &[0.0, 0.0, 0.0, 0.0, 1e20, -1.0]),
+            Err(Error::StateTooFar { row: 2, .. })
+        ));
+        // The sigma of coordinate 1 is 1e-3: 1e17 away there is 1e40 too.
+        assert!(matches!(
+            t.check_states(shape, &[0.0, 1e17, 0.0, 0.0, 0.0, 0.0]),
+            Err(Error::StateTooFar { row: 0, .. })
+        ));
+        assert!(matches!(
+            t.check_states(shape, &[0.0; 5]),
+            Err(Error::LengthMismatch { .. })
+        ));
     }
 
     #[test]
@@ -303,9 +405,15 @@ mod tests {
             check_noise(shape, &[0.0, f32::NAN, 0.0, 0.0], &[0.5; 2]),
             Err(Error::NonFinite { .. })
         ));
-        assert!(matches!(
-            check_noise(shape, &[0.0; 4], &[0.5, 1.5]),
-            Err(Error::UniformOutOfRange { index: 1, .. })
-        ));
+        for bad in [1.5, 1.0, -0.0001, f32::NAN] {
+            assert!(
+                matches!(
+                    check_noise(shape, &[0.0; 4], &[0.5, bad]),
+                    Err(Error::UniformOutOfRange { index: 1, .. })
+                ),
+                "{bad}"
+            );
+        }
+        assert!(check_noise(shape, &[0.0; 4], &[0.0, 1.0 - f32::EPSILON / 2.0]).is_ok());
     }
 }

@@ -2,6 +2,8 @@
 //! compared with the device-to-device copy bandwidth measured in the same run, checked against
 //! the CPU reference, and set against the speed targets.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -12,6 +14,8 @@ use fused_mh::{DeviceChains, DeviceTarget, Error, Gpu, Shape, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use crate::budget::Budget;
+use crate::console;
 use crate::inputs::{self, Inputs};
 
 /// The default suite: a launch-bound batch, memory-bound batches with short and long rows.
@@ -93,17 +97,103 @@ pub struct BenchArgs {
     /// A quick run: two small configurations, 20 repetitions, 200 back-to-back steps.
     #[arg(long)]
     quick: bool,
-    /// Also write every figure as JSON to this file.
+    /// Also write every figure as JSON to this file (a new file, or an earlier report).
     #[arg(long)]
-    json: Option<std::path::PathBuf>,
+    json: Option<PathBuf>,
 }
 
+/// `BATCHxDIM`, a valid [`Shape`] (clap names `--sizes` in the error).
 fn parse_size(s: &str) -> Result<(usize, usize), String> {
     let (b, d) = s
         .split_once(['x', 'X'])
         .ok_or_else(|| format!("{s:?} is not BATCHxDIM"))?;
     let parse = |v: &str| v.trim().parse::<usize>().map_err(|e| format!("{s:?}: {e}"));
-    Ok((parse(b)?, parse(d)?))
+    let (batch, dim) = (parse(b)?, parse(d)?);
+    Shape::new(batch, dim).map_err(|e| e.to_string())?;
+    Ok((batch, dim))
+}
+
+/// Host memory one configuration holds: inputs, caller noise, the GPU's output copied back,
+/// and the CPU reference on at most [`CPU_SAMPLE_ELEMENTS`] (input slices, output, decisions).
+fn host_budget(batch: usize, dim: usize, noise: bool) -> Budget {
+    let len = (batch * dim) as u128;
+    let sample = CPU_SAMPLE_ELEMENTS.min(batch * dim) as u128;
+    let rows = batch as u128;
+    let mut b = Budget::default();
+    b.add("states", 4 * len)
+        .add("GPU output copy", 4 * len + rows);
+    if noise {
+        b.add("caller noise", 4 * len + 4 * rows);
+    }
+    b.add("CPU reference", 8 * sample + 16 * rows.min(sample));
+    b
+}
+
+/// GPU memory one configuration holds (the copy-bandwidth buffers are freed before).
+fn device_budget(batch: usize, dim: usize, noise: bool) -> Budget {
+    let (len, rows) = ((batch * dim) as u128, batch as u128);
+    let mut b = Budget::default();
+    b.add("chains", 8 * len + rows)
+        .add("target", 8 * dim as u128);
+    if noise {
+        b.add("caller noise", 4 * len + 4 * rows);
+    }
+    b
+}
+
+/// Where `--json` goes, checked before the benchmark runs: the report is written to a new
+/// temporary file beside it and renamed over it at the end, so the file appears complete or not
+/// at all. An existing file is replaced only if it is a report of this benchmark.
+struct JsonOut {
+    path: PathBuf,
+    staged: tempfile::NamedTempFile,
+}
+
+impl JsonOut {
+    fn prepare(path: &Path) -> Result<Self> {
+        let shown = path.display();
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            let is_report = meta.is_file()
+                && std::fs::read_to_string(path)
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .is_some_and(|v| v["git_rev"].is_string() && v["rows"].is_array());
+            anyhow::ensure!(
+                is_report,
+                "--json {shown} exists and is not a report of this benchmark: it is never \
+                 overwritten (choose another name)"
+            );
+        }
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let staged = tempfile::Builder::new()
+            .prefix(".fused-mh-report-")
+            .tempfile_in(parent)
+            .with_context(|| {
+                format!(
+                    "--json {shown}: cannot create a file in {}",
+                    parent.display()
+                )
+            })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            staged,
+        })
+    }
+
+    fn write(mut self, text: &str) -> Result<()> {
+        let shown = self.path.display().to_string();
+        self.staged
+            .write_all(text.as_bytes())
+            .and_then(|()| self.staged.as_file().sync_all())
+            .with_context(|| format!("cannot write --json {shown}"))?;
+        self.staged
+            .persist(&self.path)
+            .map_err(|e| anyhow::anyhow!("cannot write --json {shown}: {}", e.error))?;
+        Ok(())
+    }
 }
 
 /// Minimum, median and maximum of a sample of times, in microseconds.
@@ -215,14 +305,30 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Modes::Both => &[Mode::Rng, Mode::Noise],
     };
 
+    let with_noise = modes.contains(&Mode::Noise);
+    for &(batch, dim) in &args.sizes {
+        host_budget(batch, dim, with_noise)
+            .check_host()
+            .with_context(|| format!("--sizes {batch}x{dim}"))?;
+    }
+    let json = args.json.as_deref().map(JsonOut::prepare).transpose()?;
     let gpu = match Gpu::open(args.device) {
         Ok(gpu) => Some(gpu),
         Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
-            println!("no GPU ({e}): the CPU reference alone");
+            console::print(&format!("no GPU ({e}): the CPU reference alone\n"))?;
             None
         }
         Err(e) => return Err(e).context("opening the GPU"),
     };
+    if let Some(gpu) = &gpu {
+        let (free, _) = gpu.free_memory()?;
+        let memory = format!("memory on the GPU ({})", gpu.name());
+        for &(batch, dim) in &args.sizes {
+            device_budget(batch, dim, with_noise)
+                .check(&memory, free as u64)
+                .with_context(|| format!("--sizes {batch}x{dim}"))?;
+        }
+    }
     let mut report = Report {
         gpu: gpu.as_ref().map(|g| g.name().to_string()),
         driver: gpu
@@ -239,13 +345,13 @@ pub fn run(args: BenchArgs) -> Result<()> {
         fused: Vec::new(),
     };
     if let Some(gpu) = &gpu {
-        println!(
-            "{} ({}), PTX {}, git {}",
+        console::print(&format!(
+            "{} ({}), PTX {}, git {}\n",
             gpu.name(),
             report.driver.as_deref().unwrap_or("driver ?"),
             gpu.ptx_target(),
             report.git_rev
-        );
+        ))?;
     }
 
     let fused_cases: &[_] = if args.quick {
@@ -266,7 +372,6 @@ pub fn run(args: BenchArgs) -> Result<()> {
     progress.inc(1);
 
     for &(batch, dim) in &args.sizes {
-        let with_noise = modes.contains(&Mode::Noise);
         progress.set_message(format!("inputs {batch}x{dim}"));
         let inputs = inputs::generate(batch, dim, args.seed, with_noise)?;
         for &mode in modes {
@@ -291,13 +396,12 @@ pub fn run(args: BenchArgs) -> Result<()> {
     }
     progress.finish_and_clear();
 
-    print_table(&report);
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
-        std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
+    if let Some(json) = json {
+        let path = json.path.display().to_string();
+        json.write(&serde_json::to_string_pretty(&report)?)?;
+        console::note(format_args!("wrote {path}"));
     }
-    Ok(())
+    console::print(&table(&report)?)
 }
 
 /// A timing event (CUDA events are created without timing unless asked).
@@ -558,11 +662,18 @@ fn fused(
     })
 }
 
-fn print_table(report: &Report) {
+/// The human report: the table of configurations, the launch-bound figure, the fused rows.
+fn table(report: &Report) -> Result<String, std::fmt::Error> {
+    use std::fmt::Write as _;
+    let mut out = String::new();
     if let Some(c) = report.copy_gbps {
-        println!("device-to-device copy: {c:.0} GB/s (read + write), the roofline below");
+        writeln!(
+            out,
+            "device-to-device copy: {c:.0} GB/s (read + write), the roofline below"
+        )?;
     }
-    println!(
+    writeln!(
+        out,
         "{:<6} {:>8} {:>5} {:>26} {:>9} {:>7} {:>6} {:>10} {:>12} {:>8} {:<14} target",
         "mode",
         "batch",
@@ -575,7 +686,7 @@ fn print_table(report: &Report) {
         "CPU ms",
         "speedup",
         "check",
-    );
+    )?;
     for r in &report.rows {
         let gpu = r.gpu.map_or("-".into(), |t| {
             format!("{:.2}/{:.2}/{:.2}", t.min_us, t.median_us, t.max_us)
@@ -593,7 +704,8 @@ fn print_table(report: &Report) {
             (Some(t), None) => format!(">={:.0}%", t * 100.0),
             _ => String::new(),
         };
-        println!(
+        writeln!(
+            out,
             "{:<6} {:>8} {:>5} {:>26} {:>9.1} {:>7} {:>6} {:>10} {:>12} {:>8} {:<14} {}",
             format!("{:?}", r.mode).to_lowercase(),
             r.batch,
@@ -607,16 +719,18 @@ fn print_table(report: &Report) {
             opt(r.speedup, 1.0, 0),
             r.check,
             target
-        );
+        )?;
     }
     if report.rows.iter().any(|r| r.cpu_sampled_rows.is_some()) {
-        println!(
+        writeln!(
+            out,
             "* CPU reference ({} threads) run on the first (N) rows and scaled to the batch",
             report.cpu_threads
-        );
+        )?;
     }
     if let Some(lb) = &report.launch_bound {
-        println!(
+        writeln!(
+            out,
             "back to back, {}x{}, {} steps: {:.2} us/step on a stream, {} us/step as a CUDA graph (target <= {} us: {})",
             lb.batch,
             lb.dim,
@@ -626,14 +740,15 @@ fn print_table(report: &Report) {
                 .map_or("-".into(), |g| format!("{g:.2}")),
             lb.target_us,
             if lb.target_met { "met" } else { "MISSED" }
-        );
+        )?;
     }
     if !report.fused.is_empty() {
-        println!("fused: K steps per launch, the state in registers");
-        println!(
+        writeln!(out, "fused: K steps per launch, the state in registers")?;
+        writeln!(
+            out,
             "{:>8} {:>5} {:>5} {:>28} {:>10} {:>10}  {:<36} target",
             "batch", "dim", "K", "GPU us/launch min/med/max", "us/step", "Gupd/s", "check"
-        );
+        )?;
     }
     for f in &report.fused {
         let target = match (f.target_us, f.target_met) {
@@ -641,7 +756,8 @@ fn print_table(report: &Report) {
             (Some(t), _) => format!("<={t} us/step MISSED"),
             _ => String::new(),
         };
-        println!(
+        writeln!(
+            out,
             "{:>8} {:>5} {:>5} {:>28} {:>10.3} {:>10.1}  {:<36} {}",
             f.batch,
             f.dim,
@@ -654,6 +770,7 @@ fn print_table(report: &Report) {
             f.updates_per_s * 1e-9,
             f.check,
             target
-        );
+        )?;
     }
+    Ok(out)
 }

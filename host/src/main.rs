@@ -3,12 +3,21 @@
 //! - With no subcommand it is the benchmark: every configuration of the suite on the GPU in
 //!   both modes, against the copy-bandwidth roofline and the CPU reference, and the fused
 //!   K-step rows. With no GPU it says so and runs the CPU reference alone.
-//! - `host run` is a sampling job with NumPy files in and out (see `run.rs`).
+//! - `host run` is a sampling job with NumPy files in and out (see `run/mod.rs`).
+//!
+//! Exit codes: 0 success (also when standard output is closed early by its reader: the
+//! results are complete); 1 an error, with one line on standard error naming the option or
+//! file and the problem; 2 a usage error found by the option parser (clap's convention);
+//! 128 + N when stopped by signal N (130 for Ctrl-C, 143 for `kill`), with nothing written.
 
 mod bench;
+mod budget;
+mod console;
 mod inputs;
 mod npy;
+mod outdir;
 mod run;
+mod signals;
 
 use std::process::ExitCode;
 
@@ -43,10 +52,12 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader of standard output went away (`| head`): nothing is wrong.
+        Err(e) if e.chain().any(|c| c.is::<console::StdoutClosed>()) => ExitCode::SUCCESS,
         Err(e) => {
             // The chain of causes on one line, without a backtrace: the messages name the file
             // or option and the problem.
-            eprintln!("error: {e:#}");
+            note!("error: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -4,16 +4,28 @@
 //! (converted to float32, and said so), little-endian, C order (NumPy's default). Anything else
 //! is an error that names the file and what is wrong with it, before any work is done.
 //!
-//! Writing goes through [`Staged`]: every output is written into a fresh directory beside the
-//! destination, and that directory is renamed into place only when all of it is complete, so
-//! an interrupted or failed run never leaves a partial file that looks finished.
+//! A file's header is read and checked on its own first ([`probe`]): its shape must not
+//! overflow, and the data the header promises must be exactly what the file holds. So a
+//! 128-byte file that claims to hold 2^64 elements is an error at once, and the caller can
+//! check the sizes against the free memory before [`read_f32`] allocates anything.
 
-use std::fs::{self, File};
-use std::io::{BufReader, BufWriter, ErrorKind, Write};
+use std::fs::File;
+use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
-use npyz::{AutoSerialize, DType, Endianness, NpyFile, Order, TypeChar, WriterBuilder};
+use npyz::{AutoSerialize, DType, Endianness, NpyFile, NpyHeader, Order, TypeChar, WriterBuilder};
+
+/// What a `.npy` file's header says, checked against the file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Header {
+    /// The shape as the file gives it.
+    pub shape: Vec<usize>,
+    /// Elements: the product of the shape.
+    pub len: usize,
+    /// The data is float64 (converted to float32 when read).
+    pub float64: bool,
+}
 
 /// An array read from a `.npy` file, as f32.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,12 +38,37 @@ pub struct Array {
     pub converted_from_f64: bool,
 }
 
-/// Reads a float32 or float64 `.npy` file (little-endian, C order).
-pub fn read_f32(path: &Path) -> Result<Array> {
+/// Reads and checks the header of a float32 or float64 `.npy` file (little-endian, C order),
+/// and that the file holds exactly the data it promises.
+pub fn probe(path: &Path) -> Result<Header> {
+    Ok(open(path)?.0)
+}
+
+fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
     let name = path.display();
     let file = File::open(path).with_context(|| format!("cannot read {name}"))?;
-    let npy = NpyFile::new(BufReader::new(file))
+    let file_len = file
+        .metadata()
+        .with_context(|| format!("cannot read {name}"))?
+        .len();
+    let mut reader = BufReader::new(file);
+    if let Some(shape) = raw_shape(&mut reader, file_len)
+        && shape
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d))
+            .is_none()
+    {
+        bail!("{name} claims shape {shape:?}, more elements than any file can hold");
+    }
+    reader
+        .rewind()
+        .with_context(|| format!("cannot read {name}"))?;
+    let header = NpyHeader::from_reader(&mut reader)
         .map_err(|e| anyhow!("{name} is not a valid .npy file (or its header is cut off): {e}"))?;
+    let header_len = reader
+        .stream_position()
+        .with_context(|| format!("cannot read {name}"))?;
+    let npy = NpyFile::with_header(header, reader);
     if npy.order() == Order::Fortran {
         bail!(
             "{name} is in Fortran order; fused-mh reads C order (save it with \
@@ -53,24 +90,100 @@ pub fn read_f32(path: &Path) -> Result<Array> {
     if ts.endianness() == Endianness::Big {
         bail!("{name} is big-endian ({ts}); fused-mh reads little-endian (<f4 or <f8)");
     }
-    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
-    let truncated = |e: std::io::Error| {
+    let shape = npy.shape().to_vec();
+    let elements = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
+    let data_len = elements.and_then(|n| n.checked_mul(size));
+    let (Some(elements), Some(data_len)) = (elements, data_len) else {
+        bail!("{name} claims shape {shape:?}, more elements than any file can hold");
+    };
+    let held = file_len.saturating_sub(header_len);
+    if held < data_len {
+        bail!(
+            "{name} is truncated: its header promises shape {shape:?} ({data_len} bytes of \
+             data), the file holds {held}"
+        );
+    }
+    if held > data_len {
+        bail!(
+            "{name} has {} bytes after the data its header promises (shape {shape:?}): not a \
+             file np.save wrote",
+            held - data_len
+        );
+    }
+    let header = Header {
+        shape: shape.iter().map(|&d| d as usize).collect(),
+        len: elements as usize,
+        float64: size == 8,
+    };
+    Ok((header, npy))
+}
+
+/// The shape in a `.npy` header, read on its own: `npyz` multiplies the dimensions without
+/// checking for overflow, so a shape whose product overflows is caught here first. `None`
+/// where the header is not readable (`npyz` then says why).
+fn raw_shape(reader: &mut BufReader<File>, file_len: u64) -> Option<Vec<u64>> {
+    let mut pre = [0u8; 12];
+    reader.read_exact(&mut pre[..10]).ok()?;
+    if &pre[..6] != b"\x93NUMPY" {
+        return None;
+    }
+    // Version 1 stores the header's length in 2 bytes, versions 2 and 3 in 4.
+    let len = if pre[6] == 1 {
+        u64::from(u16::from_le_bytes([pre[8], pre[9]]))
+    } else {
+        reader.read_exact(&mut pre[10..]).ok()?;
+        u64::from(u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]))
+    };
+    if len > file_len {
+        return None;
+    }
+    let mut text = vec![0u8; len as usize];
+    reader.read_exact(&mut text).ok()?;
+    let dict: py_literal::Value = std::str::from_utf8(&text).ok()?.trim().parse().ok()?;
+    let py_literal::Value::Dict(entries) = dict else {
+        return None;
+    };
+    let (_, shape) = entries
+        .iter()
+        .find(|(k, _)| matches!(k, py_literal::Value::String(s) if s == "shape"))?;
+    let (py_literal::Value::Tuple(dims) | py_literal::Value::List(dims)) = shape else {
+        return None;
+    };
+    dims.iter()
+        .map(|d| match d {
+            py_literal::Value::Integer(n) => u64::try_from(n).ok(),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Reads a float32 or float64 `.npy` file (little-endian, C order), checked as [`probe`] does.
+/// The data goes straight into one float32 buffer (float64 converted element by element).
+pub fn read_f32(path: &Path) -> Result<Array> {
+    let name = path.display();
+    let (header, npy) = open(path)?;
+    let failed = |e: std::io::Error| {
         if e.kind() == ErrorKind::UnexpectedEof {
-            anyhow!("{name} is truncated: its header promises shape {shape:?}, the data is shorter")
+            anyhow!("{name} is truncated: it ended while being read")
         } else {
             anyhow!("cannot read the data of {name}: {e}")
         }
     };
-    let (data, converted_from_f64) = if size == 4 {
-        (npy.into_vec::<f32>().map_err(truncated)?, false)
+    let mut data = fused_mh::host_memory::reserved::<f32>("a .npy file's data", header.len)
+        .with_context(|| format!("reading {name}"))?;
+    if header.float64 {
+        for v in npy.data::<f64>().map_err(|e| anyhow!("{name}: {e}"))? {
+            data.push(v.map_err(failed)? as f32);
+        }
     } else {
-        let wide = npy.into_vec::<f64>().map_err(truncated)?;
-        (wide.into_iter().map(|v| v as f32).collect(), true)
-    };
+        for v in npy.data::<f32>().map_err(|e| anyhow!("{name}: {e}"))? {
+            data.push(v.map_err(failed)?);
+        }
+    }
     Ok(Array {
-        shape,
+        shape: header.shape,
         data,
-        converted_from_f64,
+        converted_from_f64: header.float64,
     })
 }
 
@@ -125,97 +238,29 @@ impl<T: AutoSerialize> NpyStream<T> {
     }
 }
 
-/// An output directory being written: files go to `<dir>.partial-<pid>` and
-/// [`Staged::commit`] renames it to `<dir>`. Dropped without a commit, the partial directory is
-/// removed.
-pub struct Staged {
-    partial: PathBuf,
-    dest: PathBuf,
-    force: bool,
-    committed: bool,
-}
-
-impl Staged {
-    /// Checks that `dest` may be written (absent, or `force`) and creates the partial
-    /// directory beside it.
-    pub fn new(dest: &Path, force: bool) -> Result<Self> {
-        if dest.exists() && !force {
-            bail!(
-                "the output directory {} already exists (pass --force to replace it)",
-                dest.display()
-            );
-        }
-        let mut name = dest
-            .file_name()
-            .ok_or_else(|| anyhow!("--out {} names no directory", dest.display()))?
-            .to_os_string();
-        name.push(format!(".partial-{}", std::process::id()));
-        let partial = dest.with_file_name(name);
-        fs::create_dir_all(&partial)
-            .with_context(|| format!("cannot create {}", partial.display()))?;
-        Ok(Self {
-            partial,
-            dest: dest.to_path_buf(),
-            force,
-            committed: false,
-        })
-    }
-
-    /// Where to write the output file `name`.
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.partial.join(name)
-    }
-
-    /// Writes a small text file (the summary) into the staged directory.
-    pub fn write_text(&self, name: &str, text: &str) -> Result<()> {
-        let path = self.path(name);
-        let mut file =
-            File::create(&path).with_context(|| format!("cannot create {}", path.display()))?;
-        file.write_all(text.as_bytes())
-            .and_then(|()| file.sync_all())
-            .with_context(|| format!("cannot write {}", path.display()))
-    }
-
-    /// Moves the complete directory into place (replacing an old one with `--force`).
-    pub fn commit(mut self) -> Result<PathBuf> {
-        if self.dest.exists() && self.force {
-            fs::remove_dir_all(&self.dest)
-                .with_context(|| format!("cannot replace {}", self.dest.display()))?;
-        }
-        fs::rename(&self.partial, &self.dest).with_context(|| {
-            format!(
-                "cannot move {} to {}",
-                self.partial.display(),
-                self.dest.display()
-            )
-        })?;
-        self.committed = true;
-        Ok(self.dest.clone())
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = fs::remove_dir_all(&self.partial);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
-    fn temp_dir(tag: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("fused-mh-npy-{tag}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("temp dir");
-        dir
+    /// A `.npy` file of the given header dictionary and `data` bytes, written as NumPy would.
+    fn handmade(path: &Path, dict: &str, data: &[u8]) {
+        let mut f = b"\x93NUMPY\x01\x00".to_vec();
+        let pad = 64 - (10 + dict.len() + 1) % 64;
+        let len = (dict.len() + pad + 1) as u16;
+        f.extend_from_slice(&len.to_le_bytes());
+        f.extend_from_slice(dict.as_bytes());
+        f.extend(std::iter::repeat_n(b' ', pad));
+        f.push(b'\n');
+        f.extend_from_slice(data);
+        fs::write(path, f).expect("write handmade .npy");
     }
 
     #[test]
     fn f32_round_trip_and_f64_conversion() {
-        let dir = temp_dir("round-trip");
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path();
         let data: Vec<f32> = (0..12).map(|i| i as f32 * 0.37 - 1.5).collect();
         write(&dir.join("a.npy"), &[3, 4], &data).expect("write");
         let back = read_f32(&dir.join("a.npy")).expect("read");
@@ -228,12 +273,12 @@ mod tests {
         let back = read_f32(&dir.join("b.npy")).expect("read f64");
         assert_eq!((back.shape, back.data), (vec![12], data));
         assert!(back.converted_from_f64);
-        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
     fn bad_files_are_named_errors() {
-        let dir = temp_dir("bad");
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path();
         let msg = |p: &Path| format!("{:#}", read_f32(p).expect_err("must fail"));
         assert!(msg(&dir.join("missing.npy")).contains("cannot read"));
 
@@ -247,18 +292,45 @@ mod tests {
         fs::write(dir.join("h.npy"), &bytes[..20]).expect("cut header");
         assert!(msg(&dir.join("h.npy")).contains("not a valid .npy"));
 
-        // A Fortran-order header, written by hand as NumPy would.
-        let header = "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }";
-        let mut f = b"\x93NUMPY\x01\x00".to_vec();
-        let pad = 64 - (10 + header.len() + 1) % 64;
-        let len = (header.len() + pad + 1) as u16;
-        f.extend_from_slice(&len.to_le_bytes());
-        f.extend_from_slice(header.as_bytes());
-        f.extend(std::iter::repeat_n(b' ', pad));
-        f.push(b'\n');
-        f.extend_from_slice(&[0u8; 16]);
-        fs::write(dir.join("f.npy"), f).expect("write fortran");
+        let f4 =
+            |shape: &str| format!("{{'descr': '<f4', 'fortran_order': False, 'shape': {shape}, }}");
+        handmade(
+            &dir.join("f.npy"),
+            "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }",
+            &[0u8; 16],
+        );
         assert!(msg(&dir.join("f.npy")).contains("Fortran order"));
-        fs::remove_dir_all(&dir).ok();
+
+        // Headers that promise more than the file holds fail before anything is allocated:
+        // the whole check reads 128 bytes.
+        handmade(
+            &dir.join("huge.npy"),
+            &f4("(8589934592, 2147483648)"),
+            &[0u8; 8],
+        );
+        assert!(msg(&dir.join("huge.npy")).contains("more elements than any file can hold"));
+        handmade(
+            &dir.join("big.npy"),
+            &f4("(1073741824, 1048576)"),
+            &[0u8; 8],
+        );
+        let e = msg(&dir.join("big.npy"));
+        assert!(
+            e.contains("is truncated") && e.contains("4503599627370496 bytes"),
+            "{e}"
+        );
+        handmade(&dir.join("wide.npy"), &f4("(0, 1073741824)"), &[]);
+        assert_eq!(
+            probe(&dir.join("wide.npy")).expect("empty is readable").len,
+            0
+        );
+        handmade(
+            &dir.join("overflow.npy"),
+            &f4("(4294967296, 4294967296, 4)"),
+            &[],
+        );
+        assert!(msg(&dir.join("overflow.npy")).contains("more elements than any file"));
+        handmade(&dir.join("long.npy"), &f4("(2,)"), &[0u8; 12]);
+        assert!(msg(&dir.join("long.npy")).contains("4 bytes after the data"));
     }
 }

@@ -62,7 +62,7 @@ impl ChainKernels {
 /// update in f32, over at most `K` values) and merges them into the f64 totals (Chan's formula
 /// for combining samples), so a run of any length keeps its precision.
 pub struct ChainStats {
-    accepted: CudaSlice<u32>,
+    accepted: CudaSlice<u64>,
     moments: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
     shape: Shape,
     steps: u64,
@@ -75,13 +75,21 @@ impl ChainStats {
     }
 
     /// Accepted steps of each chain (waits for queued work).
-    pub fn accepted_counts(&self) -> Result<Vec<u32>> {
+    pub fn accepted_counts(&self) -> Result<Vec<u64>> {
         Ok(self.accepted.stream().clone_dtoh(&self.accepted)?)
+    }
+
+    /// Starts each chain's count from `counts[batch]`, e.g. the totals of an earlier run that
+    /// this one continues. The counts are 64-bit on the device and the host: they do not wrap.
+    pub fn set_accepted_counts(&mut self, counts: &[u64]) -> Result<()> {
+        crate::problem::check_len("accepted counts", self.shape.batch(), counts.len())?;
+        let stream = self.accepted.stream().clone();
+        Ok(stream.memcpy_htod(counts, &mut self.accepted)?)
     }
 
     /// The fraction of all steps of all chains that were accepted (0 before any step).
     pub fn acceptance_rate(&self) -> Result<f64> {
-        let total: u64 = self.accepted_counts()?.iter().map(|&c| u64::from(c)).sum();
+        let total: u64 = self.accepted_counts()?.iter().sum();
         let steps = self.steps as f64 * self.shape.batch() as f64;
         Ok(if steps > 0.0 {
             total as f64 / steps
@@ -138,6 +146,31 @@ impl RunPlan {
             thin: 0,
             trace_buffer_bytes: TRACE_BUFFER_BYTES,
         }
+    }
+
+    /// States saved over the whole run.
+    pub fn saves(&self) -> u64 {
+        self.steps.checked_div(self.thin).unwrap_or(0)
+    }
+
+    /// How many saved states of `shape` the trace buffer on the GPU holds (0 without a trace).
+    pub fn trace_slots(&self, shape: Shape) -> usize {
+        let saves = usize::try_from(self.saves()).unwrap_or(usize::MAX);
+        (self.trace_buffer_bytes / (size_of::<f32>() * shape.len())).clamp(1, saves.max(1))
+            * usize::from(saves > 0)
+    }
+
+    /// The device memory a run of `shape` with this plan allocates, in bytes: the chains
+    /// ([`Gpu::upload_chains`]: two states and the flags), the target, the statistics
+    /// ([`Gpu::new_stats`]) and the trace buffer. Compare it with [`Gpu::free_memory`] before
+    /// allocating anything.
+    pub fn device_bytes(&self, shape: Shape, moments: bool) -> u64 {
+        let (len, batch, dim) = (shape.len() as u64, shape.batch() as u64, shape.dim() as u64);
+        let chains = 2 * 4 * len + batch;
+        let target = 2 * 4 * dim;
+        let stats = 8 * batch + if moments { 2 * 8 * len } else { 0 };
+        let trace = 4 * len * self.trace_slots(shape) as u64;
+        chains + target + stats + trace
     }
 }
 
@@ -214,9 +247,8 @@ impl Gpu {
         }
         let shape = chains.shape;
         let len = shape.len();
-        let saves_total = plan.steps.checked_div(plan.thin).unwrap_or(0);
-        let slots = (plan.trace_buffer_bytes / (4 * len)).clamp(1, saves_total.max(1) as usize);
-        let mut trace = if saves_total > 0 {
+        let slots = plan.trace_slots(shape);
+        let mut trace = if slots > 0 {
             Some(self.alloc::<f32>("trace", slots * len)?)
         } else {
             None
@@ -347,11 +379,11 @@ impl Gpu {
         };
         launch.arg(&thin).arg(&first);
         // SAFETY: the arguments match `mh_chain_*`'s signature in order and type:
-        // `(x: *mut f32, accepted_count: *mut u32, mu, inv_var, batch: u64, dim: u64,
+        // `(x: *mut f32, accepted_count: *mut u64, mu, inv_var, batch: u64, dim: u64,
         //   step_size: f32, seed: u64, first_step: u64, steps: u32, mean: *mut f64,
         //   m2: *mut f64, stats_n: u64, trace: *mut f32, thin: u32, trace_first: u32)`.
         // x holds batch*dim floats and is updated in place (each row by the lanes that own
-        // it); accepted_count holds batch u32; mu and inv_var dim floats (checked); mean and
+        // it); accepted_count holds batch u64; mu and inv_var dim floats (checked); mean and
         // m2 batch*dim f64 when the `_stats` kernel is chosen (it is chosen exactly when they
         // exist), null otherwise and then never read; the trace view starts at the first free
         // slot and `run` sized the launch so that its saves fit the free slots (thin = 0:
@@ -400,9 +432,9 @@ impl Gpu {
             };
             launch.arg(&batch).arg(&dim).arg(&stats.steps).arg(&moments);
             // SAFETY: `mh_chain_stats_update(x: *const f32, accepted: *const u8,
-            // accepted_count: *mut u32, mean: *mut f64, m2: *mut f64, batch: u64, dim: u64,
+            // accepted_count: *mut u64, mean: *mut f64, m2: *mut f64, batch: u64, dim: u64,
             // stats_n: u64, moments: u32)`: x holds batch*dim floats, accepted batch bytes,
-            // accepted_count batch u32, mean and m2 batch*dim f64 when moments = 1 (null and
+            // accepted_count batch u64, mean and m2 batch*dim f64 when moments = 1 (null and
             // never touched when 0).
             unsafe { launch.launch(grid_1d(blocks, THREADS_PER_BLOCK)) }?;
             stats.steps += 1;

@@ -1,0 +1,141 @@
+//! The run itself, on the GPU or on the CPU reference, with the same outputs either way.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use fused_mh::{Error, Gpu, RunPlan, Shape, StepConfig, cpu};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::inputs::Inputs;
+use super::summary::Stats;
+use crate::npy::NpyStream;
+
+/// Caller-noise mode: one step of the reference semantics with the given random numbers.
+pub fn one_step(
+    gpu: Option<&Gpu>,
+    inputs: &Inputs,
+    shape: Shape,
+    step_size: f32,
+    noise: &[f32],
+    uniform: &[f32],
+) -> Result<(Vec<f32>, Vec<bool>)> {
+    let context = "the noise (--noise, --uniform)";
+    Ok(match gpu {
+        Some(gpu) => {
+            let target = gpu.upload_target(&inputs.target)?;
+            let mut chains = gpu.upload_chains(&inputs.x, shape)?;
+            let noise = gpu.upload_noise(noise, uniform, shape).context(context)?;
+            gpu.step_with_noise(&mut chains, &target, step_size, &noise)?;
+            (chains.x()?, chains.accepted()?)
+        }
+        None => {
+            let out = cpu::par_step_with_noise(
+                &inputs.x,
+                shape,
+                &inputs.target,
+                step_size,
+                noise,
+                uniform,
+            )
+            .context(context)?;
+            (out.x_new, out.accepted)
+        }
+    })
+}
+
+/// `plan.steps` steps from step counter `first_step`, with the thinned states streamed into
+/// `trace` (a new file) as they arrive. Returns the final states and the statistics.
+pub fn chains(
+    gpu: Option<&Gpu>,
+    inputs: &Inputs,
+    shape: Shape,
+    config: &StepConfig,
+    first_step: u64,
+    plan: &RunPlan,
+    trace: Option<&Path>,
+) -> Result<(Vec<f32>, Stats)> {
+    let mut trace = match trace {
+        Some(path) => {
+            let saves = usize::try_from(plan.saves()).context("--thin: too many saved states")?;
+            Some(NpyStream::<f32>::create(
+                path,
+                &[saves, shape.batch(), shape.dim()],
+            )?)
+        }
+        None => None,
+    };
+    // A trace write that fails stops the run (the library sees `Error::Stopped`); the real
+    // error is kept here and reported.
+    let mut write_error = None;
+    let mut save = |states: &[f32]| -> fused_mh::Result<()> {
+        match trace.as_mut().map(|t| t.extend(states)) {
+            Some(Err(e)) => {
+                write_error = Some(e);
+                Err(Error::Stopped)
+            }
+            _ => Ok(()),
+        }
+    };
+    let progress = ProgressBar::new(plan.steps);
+    progress.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {per_sec}  eta {eta}")
+            .expect("valid template"),
+    );
+    let result = match gpu {
+        Some(gpu) => (|| {
+            let target = gpu.upload_target(&inputs.target)?;
+            let mut chains = gpu.upload_chains(&inputs.x, shape)?;
+            chains.set_step_counter(first_step);
+            let mut stats = gpu.new_stats(shape, true)?;
+            gpu.run(
+                &mut chains,
+                &target,
+                config,
+                plan,
+                &mut stats,
+                &mut |done, _| progress.set_position(done),
+                &mut |chunk| save(chunk.states),
+            )?;
+            let n = stats.steps();
+            let missing = || Error::InvalidRun(format!("no moments after {n} steps"));
+            Ok((
+                chains.x()?,
+                Stats {
+                    accepted: stats.accepted_counts()?,
+                    mean: stats.means()?.ok_or_else(missing)?,
+                    var: stats.variances()?.ok_or_else(missing)?,
+                },
+            ))
+        })(),
+        None => cpu::run_chains(
+            &inputs.x,
+            shape,
+            &inputs.target,
+            config,
+            first_step,
+            plan.steps,
+            plan.thin,
+            &mut |_, state| save(state),
+            &mut |done| progress.set_position(done),
+        )
+        .map(|out| {
+            (
+                out.x,
+                Stats {
+                    accepted: out.accepted,
+                    mean: out.mean,
+                    var: out.var,
+                },
+            )
+        }),
+    };
+    progress.finish_and_clear();
+    let result = match (result, write_error) {
+        (_, Some(e)) => return Err(e),
+        (r, None) => r?,
+    };
+    if let Some(t) = trace {
+        t.finish()?;
+    }
+    Ok(result)
+}

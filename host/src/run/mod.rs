@@ -1,0 +1,335 @@
+//! `host run`: a sampling job with NumPy files in and out.
+//!
+//! The order of a job is the order of its checks, cheapest first, so that a run that cannot
+//! finish fails before it starts:
+//! 1. the options; the headers of the input files ([`inputs::Plan::new`]), which fix the shape;
+//! 2. the memory the job needs against the free host memory, then the GPU's ([`crate::budget`]);
+//! 3. the output directory and the disk space its files need ([`crate::outdir`]);
+//! 4. the data and its values ([`inputs::Plan::read`]);
+//! 5. the run, on the GPU ([`fused_mh::Gpu::run`], the fused kernel) or with `--cpu` on the CPU
+//!    reference ([`fused_mh::cpu::run_chains`]) ([`execute`]);
+//! 6. the outputs, into the staging directory, moved into place whole; then the report.
+//!
+//! Outputs in `--out DIR`:
+//! - `x.npy` `[B, dim]` f32: the final states;
+//! - `accepted_count.npy` `[B]` u64, `mean.npy` and `var.npy` `[B, dim]` f64: per-chain
+//!   statistics over the run (var as NumPy's `var`: divided by the number of steps);
+//! - `mu.npy`, `sigma.npy` `[dim]` f32: the target, so that `--resume DIR` needs nothing else;
+//! - `trace.npy` `[steps / thin, B, dim]` f32 with `--thin`: the state after every thin-th step;
+//! - with `--noise` and `--uniform` instead: `x_new.npy` and `accepted.npy` (bool) of exactly
+//!   one step of the reference semantics with those random numbers;
+//! - `summary.json`: the configuration, the step counters, the acceptance, the time, the
+//!   device, the list of files ([`summary::Summary`]).
+
+mod execute;
+mod inputs;
+mod summary;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail, ensure};
+use clap::{Args, ValueEnum};
+use fused_mh::{Error, Gpu, RunPlan, Shape, StepConfig};
+use serde::Serialize;
+
+use self::inputs::{Init, Plan};
+use self::summary::{Resume, Summary};
+use crate::budget::Budget;
+use crate::console;
+use crate::npy;
+use crate::outdir::{OutputDir, SUMMARY};
+
+/// How to make the initial states when no `--init` file is given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InitDist {
+    /// Drawn from the target, `mu + sigma * z` (seeded by `--seed`).
+    Normal,
+    /// All zeros.
+    Zeros,
+}
+
+/// Options of `host run`.
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Initial states, a `[B, dim]` .npy file (float32 or float64, finite).
+    #[arg(long, conflicts_with_all = ["batch", "init_dist"])]
+    init: Option<PathBuf>,
+    /// Number of chains when the initial states are generated.
+    #[arg(long, requires = "dim")]
+    batch: Option<usize>,
+    /// Dimension when the initial states are generated (or mu and sigma are scalars).
+    #[arg(long)]
+    dim: Option<usize>,
+    /// Distribution of generated initial states.
+    #[arg(long, value_enum)]
+    init_dist: Option<InitDist>,
+    /// Target mean: a `[dim]` .npy file or a number for every coordinate.
+    #[arg(long, default_value = "0")]
+    mu: String,
+    /// Target standard deviation: a `[dim]` .npy file or a number, in [6.9e-18, 1.4e17]
+    /// (2^-57 to 2^57, where the float32 arithmetic holds).
+    #[arg(long, default_value = "1")]
+    sigma: String,
+    /// Steps of every chain (with --resume: steps more).
+    #[arg(long, default_value_t = 1000, conflicts_with = "noise")]
+    steps: u64,
+    /// Proposal scale (default: 2.38 / sqrt(dim) times the smallest sigma).
+    #[arg(long)]
+    step_size: Option<f32>,
+    /// Seed of the random numbers (and of generated initial states).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Continue the run in DIR: its final states, target, seed and step size, and its random
+    /// stream from where it stopped (its summary's next_step).
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "init", "batch", "dim", "init_dist", "mu", "sigma", "step_size", "seed", "noise",
+    ])]
+    resume: Option<PathBuf>,
+    /// Steps per GPU launch (the fused kernel keeps each chain in registers for these).
+    #[arg(long, default_value_t = 100, conflicts_with = "noise")]
+    steps_per_launch: u32,
+    /// Save the states after every thin-th step into trace.npy.
+    #[arg(long, conflicts_with = "noise")]
+    thin: Option<u64>,
+    /// CUDA device ordinal.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+    /// Run on the CPU reference instead of the GPU.
+    #[arg(long)]
+    cpu: bool,
+    /// Output directory: a new directory in an existing parent directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// Replace the output directory if an earlier `host run` wrote it (only then).
+    #[arg(long)]
+    force: bool,
+    /// Caller-noise mode: `[B, dim]` standard normals for exactly one step (needs --uniform
+    /// and --init: the one step starts from given states).
+    #[arg(long, requires_all = ["uniform", "init"], conflicts_with_all = ["batch", "init_dist"])]
+    noise: Option<PathBuf>,
+    /// Caller-noise mode: `[B]` uniforms in [0, 1) for the acceptance test.
+    #[arg(long, requires = "noise")]
+    uniform: Option<PathBuf>,
+}
+
+/// `host run`.
+pub fn run(args: RunArgs) -> Result<()> {
+    crate::signals::install()?;
+    let caller_noise = args.noise.is_some();
+    if !caller_noise {
+        ensure!(args.steps >= 1, "--steps must be at least 1");
+        ensure!(
+            args.steps_per_launch >= 1,
+            "--steps-per-launch must be at least 1"
+        );
+        if let Some(t) = args.thin {
+            ensure!(t >= 1, "--thin must be at least 1");
+            ensure!(
+                t <= args.steps,
+                "--thin {t} is larger than --steps {}: nothing would be saved",
+                args.steps
+            );
+        }
+    }
+    let resume = args.resume.as_deref().map(Resume::open).transpose()?;
+    let seed = resume.as_ref().map_or(args.seed, |r| r.summary.seed);
+    let first_step = resume.as_ref().map_or(0, |r| r.summary.next_step);
+    let steps = if caller_noise { 1 } else { args.steps };
+    let Some(next_step) = first_step.checked_add(steps) else {
+        bail!("--steps {steps}: the step counter would pass 2^64 - 1 (it is at {first_step})");
+    };
+    let plan = Plan::new(&args, resume.as_ref())?;
+    let shape = plan.shape;
+    let run_plan = RunPlan {
+        thin: args.thin.unwrap_or(0),
+        ..RunPlan::new(args.steps, args.steps_per_launch)
+    };
+    let sizes = || format!("{} chains x {} dims", shape.batch(), shape.dim());
+    host_budget(shape, caller_noise, args.cpu, &run_plan)
+        .check_host()
+        .with_context(sizes)?;
+
+    let gpu = if args.cpu {
+        None
+    } else {
+        match Gpu::open(args.device) {
+            Ok(gpu) => Some(gpu),
+            Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
+                bail!("{e}; pass --cpu to run on the CPU reference")
+            }
+            Err(e) => return Err(e).context("opening the GPU"),
+        }
+    };
+    if let Some(gpu) = &gpu {
+        let (free, _) = gpu.free_memory()?;
+        device_budget(shape, caller_noise, &run_plan)
+            .check(&format!("memory on the GPU ({})", gpu.name()), free as u64)
+            .with_context(sizes)?;
+    }
+
+    let out = OutputDir::prepare(&args.out, args.force, &plan.files())?;
+    disk_budget(shape, caller_noise, &run_plan)
+        .check_disk(out.parent())
+        .with_context(|| format!("--out {} for {}", args.out.display(), sizes()))?;
+    if let (Init::File(path, _), None, false) = (&plan.init, &resume, caller_noise) {
+        inputs::warn_if_replaying(path, seed);
+    }
+    let inputs = plan.read(seed)?;
+    let step_size = match (&resume, args.step_size) {
+        (Some(r), _) => r.summary.step_size,
+        (None, Some(s)) => s,
+        (None, None) => {
+            let max_inv_var = inputs.target.inv_var().iter().copied().fold(0.0, f32::max);
+            2.38 / (shape.dim() as f32).sqrt() / max_inv_var.sqrt()
+        }
+    };
+    let config = StepConfig::new(step_size, seed).context("--step-size")?;
+    let device = gpu
+        .as_ref()
+        .map_or_else(|| "CPU reference".to_string(), |g| g.name().to_string());
+    let started = Instant::now();
+
+    let mut summary = Summary {
+        written_by: summary::WRITTEN_BY.into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        mode: String::new(),
+        device,
+        batch: shape.batch(),
+        dim: shape.dim(),
+        steps,
+        step_size,
+        seed,
+        first_step,
+        next_step,
+        steps_per_launch: None,
+        thin: None,
+        init: inputs.init.clone(),
+        mu: plan.mu_text.clone(),
+        sigma: plan.sigma_text.clone(),
+        resumed_from: resume.as_ref().map(|r| r.dir.display().to_string()),
+        accepted_total: 0,
+        acceptance_rate: 0.0,
+        seconds: 0.0,
+        converted_from_f64: inputs.converted.clone(),
+        files: Vec::new(),
+    };
+    let (b, d) = (shape.batch(), shape.dim());
+    let report = if let Some((noise, uniform)) = &inputs.noise {
+        let (x_new, accepted) =
+            execute::one_step(gpu.as_ref(), &inputs, shape, step_size, noise, uniform)?;
+        npy::write(&out.path("x_new.npy"), &[b, d], &x_new)?;
+        npy::write(&out.path("accepted.npy"), &[b], &accepted)?;
+        summary.mode = "caller-noise".into();
+        summary.files = vec!["x_new.npy".into(), "accepted.npy".into()];
+        summary.accepted_total = accepted.iter().filter(|&&a| a).count() as u64;
+        summary.acceptance_rate = summary.accepted_total as f64 / b as f64;
+        format!(
+            "one step with the given noise on {}: {} of {b} chains accepted ({:.4})\n",
+            summary.device, summary.accepted_total, summary.acceptance_rate
+        )
+    } else {
+        summary.mode = "run".into();
+        summary.thin = args.thin;
+        summary.steps_per_launch = gpu.as_ref().map(|_| args.steps_per_launch);
+        let trace = args.thin.map(|_| out.path("trace.npy"));
+        let (x, stats) = execute::chains(
+            gpu.as_ref(),
+            &inputs,
+            shape,
+            &config,
+            first_step,
+            &run_plan,
+            trace.as_deref(),
+        )?;
+        npy::write(&out.path("x.npy"), &[b, d], &x)?;
+        npy::write(&out.path("accepted_count.npy"), &[b], &stats.accepted)?;
+        npy::write(&out.path("mean.npy"), &[b, d], &stats.mean)?;
+        npy::write(&out.path("var.npy"), &[b, d], &stats.var)?;
+        npy::write(&out.path("mu.npy"), &[d], inputs.target.mu())?;
+        npy::write(&out.path("sigma.npy"), &[d], inputs.target.sigma())?;
+        summary.files = ["x.npy", "accepted_count.npy", "mean.npy", "var.npy"]
+            .into_iter()
+            .chain(["mu.npy", "sigma.npy"])
+            .chain(args.thin.map(|_| "trace.npy"))
+            .map(String::from)
+            .collect();
+        summary.accepted_total = stats.accepted.iter().sum();
+        summary.acceptance_rate = summary.accepted_total as f64 / (args.steps as f64 * b as f64);
+        summary::describe(&summary, &inputs.target, &stats)
+    };
+    summary.files.push(SUMMARY.into());
+    summary.seconds = started.elapsed().as_secs_f64();
+    out.write_text(SUMMARY, &serde_json::to_string_pretty(&summary)?)?;
+    let files: Vec<&str> = summary.files.iter().map(String::as_str).collect();
+    let dest = out.commit(&files)?;
+    console::print(&format!(
+        "{report}wrote {} ({:.2} s)\n",
+        dest.display(),
+        summary.seconds
+    ))
+    .with_context(|| format!("the results are complete in {}", dest.display()))
+}
+
+/// Host memory the job holds at its peak.
+fn host_budget(shape: Shape, caller_noise: bool, cpu: bool, plan: &RunPlan) -> Budget {
+    let (len, batch, dim) = sizes(shape);
+    let mut b = Budget::default();
+    b.add("initial states", 4 * len).add("target", 12 * dim);
+    if caller_noise {
+        b.add("noise and uniforms", 4 * len + 4 * batch);
+        b.add("the step's output", 4 * len + 16 * batch);
+    } else if cpu {
+        // The reference's working state and each step's output, its moments, its counts and
+        // decisions.
+        b.add("states", 8 * len).add("running moments", 16 * len);
+        b.add("per-chain counts", 32 * batch);
+    } else {
+        b.add("final states", 4 * len)
+            .add("means and variances", 16 * len);
+        b.add("accepted counts", 8 * batch);
+        b.add("trace copy", 4 * len * plan.trace_slots(shape) as u128);
+    }
+    b
+}
+
+/// GPU memory the job allocates.
+fn device_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
+    let (len, batch, dim) = sizes(shape);
+    let mut b = Budget::default();
+    if caller_noise {
+        b.add("chains", 8 * len + batch).add("target", 8 * dim);
+        b.add("noise and uniforms", 4 * len + 4 * batch);
+    } else {
+        b.add(
+            "chains, statistics and trace buffer",
+            u128::from(plan.device_bytes(shape, true)),
+        );
+    }
+    b
+}
+
+/// Disk space the output files take.
+fn disk_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
+    let (len, batch, dim) = sizes(shape);
+    let mut b = Budget::default();
+    b.add("headers and summary", 1 << 16);
+    if caller_noise {
+        b.add("x_new.npy", 4 * len).add("accepted.npy", batch);
+    } else {
+        b.add("x.npy", 4 * len).add("accepted_count.npy", 8 * batch);
+        b.add("mean.npy and var.npy", 16 * len)
+            .add("mu.npy and sigma.npy", 8 * dim);
+        b.add("trace.npy", 4 * len * u128::from(plan.saves()));
+    }
+    b
+}
+
+fn sizes(shape: Shape) -> (u128, u128, u128) {
+    (
+        shape.len() as u128,
+        shape.batch() as u128,
+        shape.dim() as u128,
+    )
+}

@@ -1,0 +1,154 @@
+//! `summary.json`: what a run did, what it wrote, and where a continuation picks it up.
+//!
+//! It is the last file written into the staging directory, and it is what marks a directory
+//! as a run's output: `--force` replaces only a directory whose summary lists every file in it
+//! ([`crate::outdir`]), and `--resume DIR` reads the step counter, the seed and the step size
+//! from it ([`Resume`]).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use fused_mh::Target;
+use serde::{Deserialize, Serialize};
+
+use crate::outdir::SUMMARY;
+
+/// The program that writes summaries, as they record it.
+pub const WRITTEN_BY: &str = "fused-mh host run";
+
+/// What summary.json records.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Summary {
+    /// Always [`WRITTEN_BY`].
+    pub written_by: String,
+    /// The program's version.
+    pub version: String,
+    /// `run` (K fused steps per launch) or `caller-noise` (one step with the given numbers).
+    pub mode: String,
+    pub device: String,
+    pub batch: usize,
+    pub dim: usize,
+    pub steps: u64,
+    pub step_size: f32,
+    pub seed: u64,
+    /// The step counter of the run's first step: 0, or where the resumed run had stopped.
+    pub first_step: u64,
+    /// The counter after the last step: where `--resume` continues the random stream.
+    pub next_step: u64,
+    pub steps_per_launch: Option<u32>,
+    pub thin: Option<u64>,
+    pub init: String,
+    pub mu: String,
+    pub sigma: String,
+    /// The run this one continues (`--resume DIR`).
+    pub resumed_from: Option<String>,
+    /// Accepted steps over all chains (64-bit: it passes 2^32 in ordinary runs).
+    pub accepted_total: u64,
+    pub acceptance_rate: f64,
+    pub seconds: f64,
+    pub converted_from_f64: Vec<String>,
+    /// Every file of the output directory, this one included.
+    pub files: Vec<String>,
+}
+
+/// Reads `DIR/summary.json` of an earlier run, or says why it cannot be read.
+pub fn read(dir: &Path) -> Result<Summary> {
+    let path = dir.join(SUMMARY);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let summary: Summary = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not the summary of a run of this version of host run",
+            path.display()
+        )
+    })?;
+    if summary.written_by != WRITTEN_BY {
+        bail!("{} was not written by host run", path.display());
+    }
+    Ok(summary)
+}
+
+/// What `--resume DIR` continues: the final states, the target and the random stream of an
+/// earlier run.
+pub struct Resume {
+    pub dir: PathBuf,
+    pub summary: Summary,
+}
+
+impl Resume {
+    /// Checks that `dir` holds a finished run (not a caller-noise step) that can be continued.
+    pub fn open(dir: &Path) -> Result<Self> {
+        let context = || format!("--resume {}", dir.display());
+        let summary = read(dir).with_context(context)?;
+        if summary.mode != "run" {
+            bail!(
+                "--resume {}: that directory holds a {} step, not a run to continue",
+                dir.display(),
+                summary.mode
+            );
+        }
+        for file in ["x.npy", "mu.npy", "sigma.npy"] {
+            if !summary.files.iter().any(|f| f == file) || !dir.join(file).is_file() {
+                bail!("--resume {}: {file} is missing", dir.display());
+            }
+        }
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            summary,
+        })
+    }
+
+    /// One of the earlier run's files.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+/// The per-chain statistics a run writes, however it ran.
+pub struct Stats {
+    pub accepted: Vec<u64>,
+    pub mean: Vec<f64>,
+    pub var: Vec<f64>,
+}
+
+/// The human summary: acceptance rate, and per dimension the pooled mean and variance over all
+/// chains and steps against mu and sigma^2.
+pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
+    let (b, d) = (summary.batch, summary.dim);
+    let mut text = format!(
+        "{} chains x {} dims, {} steps on {}: acceptance rate {:.4}\n",
+        b, d, summary.steps, summary.device, summary.acceptance_rate
+    );
+    let _ = writeln!(
+        text,
+        "{:>5} {:>12} {:>12} {:>12} {:>12}",
+        "dim", "mean", "mu", "variance", "sigma^2"
+    );
+    const SHOWN: usize = 16;
+    for j in 0..d.min(SHOWN) {
+        let means = (0..b).map(|c| stats.mean[c * d + j]);
+        let pooled = means.clone().sum::<f64>() / b as f64;
+        // Total variance over all chains and steps: within-chain plus between-chain.
+        let within = (0..b).map(|c| stats.var[c * d + j]).sum::<f64>() / b as f64;
+        let between = means.map(|m| (m - pooled).powi(2)).sum::<f64>() / b as f64;
+        let sigma2 = 1.0 / f64::from(target.inv_var()[j]);
+        let _ = writeln!(
+            text,
+            "{:>5} {:>12.5} {:>12.5} {:>12.5} {:>12.5}",
+            j,
+            pooled,
+            target.mu()[j],
+            within + between,
+            sigma2
+        );
+    }
+    if d > SHOWN {
+        let _ = writeln!(
+            text,
+            "  ... and {} more dimensions (see mean.npy, var.npy)",
+            d - SHOWN
+        );
+    }
+    text
+}
