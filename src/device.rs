@@ -32,7 +32,8 @@ use crate::{PTX_MODULES, PtxModule};
 
 mod chain;
 pub use chain::{
-    ChainStats, MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk,
+    COUNT_FOLD_STEPS, ChainStats, MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES,
+    TraceChunk,
 };
 
 /// Threads per block for the caller-noise step and the small utility kernels: 8 warps. A

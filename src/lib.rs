@@ -35,8 +35,9 @@ pub mod host_memory;
 mod problem;
 
 pub use device::{
-    ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu, MAX_ELEMENT_STEPS_PER_LAUNCH,
-    RNG_THREADS_PER_BLOCK, RunPlan, THREADS_PER_BLOCK, TRACE_BUFFER_BYTES, TraceChunk,
+    COUNT_FOLD_STEPS, ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu,
+    MAX_ELEMENT_STEPS_PER_LAUNCH, RNG_THREADS_PER_BLOCK, RunPlan, THREADS_PER_BLOCK,
+    TRACE_BUFFER_BYTES, TraceChunk,
 };
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;

@@ -408,11 +408,16 @@ fn fused_equals_single_steps(batch: usize, dim: usize, k: u32) -> Result<(), Fai
     let mut fused = gpu.upload_chains(&x, shape)?;
     fused.set_step_counter(first_step);
     let mut stats = gpu.new_stats(shape, false)?;
-    // Counts that start just below 2^32 pass it: the kernels add into 64-bit counters.
+    // Totals that start just below 2^32 pass it (64-bit totals over the kernels' counts), and
+    // folding the kernels' counts into them changes nothing.
     let count_start = (1u64 << 32) - 3;
     stats.set_accepted_counts(&vec![count_start; batch])?;
     gpu.steps(&mut fused, &target_dev, &config, k, &mut stats)?;
     let (x_fused, counts) = (fused.x()?, stats.accepted_counts()?);
+    stats.fold_counts()?;
+    if stats.accepted_counts()? != counts {
+        return Err("folding the counts changed them".into());
+    }
     if fused.step_counter() != first_step + u64::from(k) || stats.steps() != u64::from(k) {
         return Err("the step counter did not advance by K".into());
     }

@@ -1483,9 +1483,8 @@ struct ChainArgs {
     first_step: u64,
     /// Steps in this launch (K).
     steps: u32,
-    /// `[batch]` u64: each row adds its accepted steps (a count of one launch fits in u32;
-    /// a run's total may not).
-    accepted_count: *mut u64,
+    /// `[batch]` u32: each row adds its accepted steps.
+    accepted_count: *mut u32,
     /// `[batch, dim]` f64 running means and sums of squared deviations (only with `STATS`).
     mean: *mut f64,
     m2: *mut f64,
@@ -1693,7 +1692,7 @@ unsafe fn chain_rows<const Q: usize, const V4: bool, const STATS: bool, const SP
         }
         if live && lane_in_row == 0 {
             // SAFETY: row < batch, and lane 0 of the group is the row's only writer.
-            unsafe { *chain.accepted_count.add(row) += u64::from(count) };
+            unsafe { *chain.accepted_count.add(row) += count };
         }
         if STATS {
             // Chan et al.: two samples (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b) combine to
@@ -1738,7 +1737,7 @@ macro_rules! chain_entry_point {
         ///
         /// # Parameters
         /// - `x`: `[batch, dim]` f32, the states: read at the start, written at the end.
-        /// - `accepted_count`: `[batch]` u64, each row's accepted steps added.
+        /// - `accepted_count`: `[batch]` u32, each row's accepted steps added.
         /// - `mu`, `inv_var`, `batch`, `dim`, `step_size`, `seed`: as the single step.
         /// - `first_step`, `steps`: the step counter of the first step, and how many.
         /// - `mean`, `m2`, `stats_n`: `[batch, dim]` f64 running moments and the steps already
@@ -1753,7 +1752,7 @@ macro_rules! chain_entry_point {
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(
             x: *mut f32,
-            accepted_count: *mut u64,
+            accepted_count: *mut u32,
             mu: *const f32,
             inv_var: *const f32,
             batch: u64,
@@ -1873,7 +1872,7 @@ chain_entry_point!(1, false, false, true, mh_chain_split);
 pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
     x: *const f32,
     accepted: *const u8,
-    accepted_count: *mut u64,
+    accepted_count: *mut u32,
     mean: *mut f64,
     m2: *mut f64,
     batch: u64,
@@ -1888,7 +1887,7 @@ pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
         // SAFETY: e < batch * dim; the row's count is touched by its element 0 only.
         unsafe {
             if e % dim == 0 {
-                *accepted_count.add(e / dim) += u64::from(*accepted.add(e / dim));
+                *accepted_count.add(e / dim) += u32::from(*accepted.add(e / dim));
             }
             if moments != 0 {
                 let v = f64::from(*x.add(e));

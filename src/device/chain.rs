@@ -61,12 +61,26 @@ impl ChainKernels {
 /// The moments are kept in f64: each launch accumulates its `K` steps in registers (Welford's
 /// update in f32, over at most `K` values) and merges them into the f64 totals (Chan's formula
 /// for combining samples), so a run of any length keeps its precision.
+///
+/// The counts are 64-bit totals. The kernels add into a 32-bit count per chain (a 32-bit add
+/// keeps the fused kernel's code as fast as it is); before those could pass `u32::MAX`, that
+/// is after at most [`COUNT_FOLD_STEPS`] steps, they are folded into the 64-bit totals on
+/// the host ([`Self::fold_counts`]: one copy, every four billion steps).
 pub struct ChainStats {
-    accepted: CudaSlice<u64>,
+    /// The kernels' 32-bit counts since the last fold.
+    accepted: CudaSlice<u32>,
+    /// The totals folded so far.
+    folded: Vec<u64>,
+    /// Steps in `accepted` (at most [`COUNT_FOLD_STEPS`]).
+    unfolded_steps: u64,
     moments: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
     shape: Shape,
     steps: u64,
 }
+
+/// The most steps the device's 32-bit counts take before [`ChainStats::fold_counts`]: a chain
+/// accepts at most one step per step, so its count cannot pass `u32::MAX`.
+pub const COUNT_FOLD_STEPS: u64 = u32::MAX as u64;
 
 impl ChainStats {
     /// Steps these statistics cover.
@@ -76,15 +90,39 @@ impl ChainStats {
 
     /// Accepted steps of each chain (waits for queued work).
     pub fn accepted_counts(&self) -> Result<Vec<u64>> {
-        Ok(self.accepted.stream().clone_dtoh(&self.accepted)?)
+        let recent = self.accepted.stream().clone_dtoh(&self.accepted)?;
+        Ok(self
+            .folded
+            .iter()
+            .zip(recent)
+            .map(|(&total, c)| total + u64::from(c))
+            .collect())
     }
 
     /// Starts each chain's count from `counts[batch]`, e.g. the totals of an earlier run that
-    /// this one continues. The counts are 64-bit on the device and the host: they do not wrap.
+    /// this one continues (the device's counts start again from zero).
     pub fn set_accepted_counts(&mut self, counts: &[u64]) -> Result<()> {
         crate::problem::check_len("accepted counts", self.shape.batch(), counts.len())?;
+        self.folded.copy_from_slice(counts);
+        self.zero_device_counts()
+    }
+
+    /// Adds the device's 32-bit counts into the 64-bit totals and zeroes them (waits for
+    /// queued work). [`Gpu::steps`] and [`Gpu::run`] call it when needed; the result of
+    /// [`Self::accepted_counts`] does not change.
+    pub fn fold_counts(&mut self) -> Result<()> {
+        let recent = self.accepted.stream().clone_dtoh(&self.accepted)?;
+        for (total, c) in self.folded.iter_mut().zip(recent) {
+            *total += u64::from(c);
+        }
+        self.zero_device_counts()
+    }
+
+    fn zero_device_counts(&mut self) -> Result<()> {
         let stream = self.accepted.stream().clone();
-        Ok(stream.memcpy_htod(counts, &mut self.accepted)?)
+        stream.memset_zeros(&mut self.accepted)?;
+        self.unfolded_steps = 0;
+        Ok(())
     }
 
     /// The fraction of all steps of all chains that were accepted (0 before any step).
@@ -168,7 +206,7 @@ impl RunPlan {
         let (len, batch, dim) = (shape.len() as u64, shape.batch() as u64, shape.dim() as u64);
         let chains = 2 * 4 * len + batch;
         let target = 2 * 4 * dim;
-        let stats = 8 * batch + if moments { 2 * 8 * len } else { 0 };
+        let stats = 4 * batch + if moments { 2 * 8 * len } else { 0 };
         let trace = 4 * len * self.trace_slots(shape) as u64;
         chains + target + stats + trace
     }
@@ -197,6 +235,8 @@ impl Gpu {
         };
         Ok(ChainStats {
             accepted: self.alloc("accepted counts", shape.batch())?,
+            folded: crate::host_memory::filled("accepted totals", shape.batch(), 0)?,
+            unfolded_steps: 0,
             moments,
             shape,
             steps: 0,
@@ -319,6 +359,10 @@ impl Gpu {
         if steps == 0 {
             return Ok(());
         }
+        if stats.unfolded_steps + u64::from(steps) > COUNT_FOLD_STEPS {
+            stats.fold_counts()?;
+        }
+        stats.unfolded_steps += u64::from(steps);
         let shape = chains.shape;
         // Small batches fill too few warps to hide the step's latencies: split the rows over
         // twice the lanes when one lane group per row would leave fewer than
@@ -379,11 +423,11 @@ impl Gpu {
         };
         launch.arg(&thin).arg(&first);
         // SAFETY: the arguments match `mh_chain_*`'s signature in order and type:
-        // `(x: *mut f32, accepted_count: *mut u64, mu, inv_var, batch: u64, dim: u64,
+        // `(x: *mut f32, accepted_count: *mut u32, mu, inv_var, batch: u64, dim: u64,
         //   step_size: f32, seed: u64, first_step: u64, steps: u32, mean: *mut f64,
         //   m2: *mut f64, stats_n: u64, trace: *mut f32, thin: u32, trace_first: u32)`.
         // x holds batch*dim floats and is updated in place (each row by the lanes that own
-        // it); accepted_count holds batch u64; mu and inv_var dim floats (checked); mean and
+        // it); accepted_count holds batch u32; mu and inv_var dim floats (checked); mean and
         // m2 batch*dim f64 when the `_stats` kernel is chosen (it is chosen exactly when they
         // exist), null otherwise and then never read; the trace view starts at the first free
         // slot and `run` sized the launch so that its saves fit the free slots (thin = 0:
@@ -432,9 +476,9 @@ impl Gpu {
             };
             launch.arg(&batch).arg(&dim).arg(&stats.steps).arg(&moments);
             // SAFETY: `mh_chain_stats_update(x: *const f32, accepted: *const u8,
-            // accepted_count: *mut u64, mean: *mut f64, m2: *mut f64, batch: u64, dim: u64,
+            // accepted_count: *mut u32, mean: *mut f64, m2: *mut f64, batch: u64, dim: u64,
             // stats_n: u64, moments: u32)`: x holds batch*dim floats, accepted batch bytes,
-            // accepted_count batch u64, mean and m2 batch*dim f64 when moments = 1 (null and
+            // accepted_count batch u32, mean and m2 batch*dim f64 when moments = 1 (null and
             // never touched when 0).
             unsafe { launch.launch(grid_1d(blocks, THREADS_PER_BLOCK)) }?;
             stats.steps += 1;

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The checks a kernel or launch change needs, on the GPU machine, from the bundle that
+# ../shared/gpu-bundle.sh builds into .gpu/ (carry [".gpu"], and ".gpu-old" for a comparison).
+#   bash bench/gpu-check.sh tests      every bundled test binary (GPU tests run for real there)
+#   bash bench/gpu-check.sh sanitize   compute-sanitizer memcheck and racecheck on small cases
+#   bash bench/gpu-check.sh bench N    the benchmark, N times alternating with .gpu-old/host if
+#                                      it exists (same call: same card, same clocks)
+# Logs and JSON reports go to $OUT (or ./gpu-check-out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-check-out}
+mkdir -p "$out"
+status=0
+case "${1:-tests}" in
+tests)
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+  for t in .gpu/bin/test-*; do
+    echo "== $t"
+    "$t" 2>&1 | tee "$out/$(basename "$t").log" | grep -E "^test result|FAILED|panicked|ignored, " || true
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  done
+  ;;
+sanitize)
+  gpu_tests=$(ls .gpu/bin/test-test-gpu)
+  # Small shapes of every kernel family: split (7x33, 4096x64), unsplit and staged target
+  # (1000x100, 5x333), the stats-update path of long rows (3x1025), moments and trace.
+  cases="fused_equals_single_steps::7x33::k5 fused_equals_single_steps::4096x64::k20
+    fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
+    fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030"
+  for tool in memcheck racecheck; do
+    for c in $cases; do
+      log="$out/sanitize-$tool-${c//:/_}.log"
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$gpu_tests" --exact "$c" >"$log" 2>&1
+      rc=$?
+      echo "$tool $c: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1), $(grep -cE '^test .* ok$' "$log") ok"
+      [ $rc -eq 0 ] || status=1
+    done
+  done
+  ;;
+bench)
+  for i in $(seq "${2:-1}"); do
+    if [ -x .gpu-old/host ]; then
+      echo "== old $i"
+      .gpu-old/host --json "$out/old-$i.json" >"$out/old-$i.txt" 2>&1 || status=1
+      tail -n 12 "$out/old-$i.txt"
+    fi
+    echo "== new $i"
+    .gpu/bin/host --json "$out/new-$i.json" >"$out/new-$i.txt" 2>&1 || status=1
+    tail -n 12 "$out/new-$i.txt"
+  done
+  ;;
+esac
+echo "gpu-check $1: exit $status"
+exit $status
