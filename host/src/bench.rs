@@ -2,8 +2,7 @@
 //! compared with the device-to-device copy bandwidth measured in the same run, checked against
 //! the CPU reference, and set against the speed targets.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -17,6 +16,7 @@ use serde::Serialize;
 use crate::budget::Budget;
 use crate::console;
 use crate::inputs::{self, Inputs};
+use crate::report_file::ReportFile;
 
 /// The default suite: a launch-bound batch, memory-bound batches with short and long rows.
 const DEFAULT_SIZES: [(usize, usize); 5] = [
@@ -141,61 +141,6 @@ fn device_budget(batch: usize, dim: usize, noise: bool) -> Budget {
     b
 }
 
-/// Where `--json` goes, checked before the benchmark runs: the report is written to a new
-/// temporary file beside it and renamed over it at the end, so the file appears complete or not
-/// at all. An existing file is replaced only if it is a report of this benchmark.
-struct JsonOut {
-    path: PathBuf,
-    staged: tempfile::NamedTempFile,
-}
-
-impl JsonOut {
-    fn prepare(path: &Path) -> Result<Self> {
-        let shown = path.display();
-        if let Ok(meta) = std::fs::symlink_metadata(path) {
-            let is_report = meta.is_file()
-                && std::fs::read_to_string(path)
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .is_some_and(|v| v["git_rev"].is_string() && v["rows"].is_array());
-            anyhow::ensure!(
-                is_report,
-                "--json {shown} exists and is not a report of this benchmark: it is never \
-                 overwritten (choose another name)"
-            );
-        }
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        let staged = tempfile::Builder::new()
-            .prefix(".fused-mh-report-")
-            .tempfile_in(parent)
-            .with_context(|| {
-                format!(
-                    "--json {shown}: cannot create a file in {}",
-                    parent.display()
-                )
-            })?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            staged,
-        })
-    }
-
-    fn write(mut self, text: &str) -> Result<()> {
-        let shown = self.path.display().to_string();
-        self.staged
-            .write_all(text.as_bytes())
-            .and_then(|()| self.staged.as_file().sync_all())
-            .with_context(|| format!("cannot write --json {shown}"))?;
-        self.staged
-            .persist(&self.path)
-            .map_err(|e| anyhow::anyhow!("cannot write --json {shown}: {}", e.error))?;
-        Ok(())
-    }
-}
-
 /// Minimum, median and maximum of a sample of times, in microseconds.
 #[derive(Clone, Copy, Debug, Serialize)]
 struct Times {
@@ -311,7 +256,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .check_host()
             .with_context(|| format!("--sizes {batch}x{dim}"))?;
     }
-    let json = args.json.as_deref().map(JsonOut::prepare).transpose()?;
+    crate::signals::install()?;
+    let json = args.json.as_deref().map(ReportFile::prepare).transpose()?;
     let gpu = match Gpu::open(args.device) {
         Ok(gpu) => Some(gpu),
         Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
@@ -397,7 +343,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
     progress.finish_and_clear();
 
     if let Some(json) = json {
-        let path = json.path.display().to_string();
+        let path = json.path().display().to_string();
         json.write(&serde_json::to_string_pretty(&report)?)?;
         console::note(format_args!("wrote {path}"));
     }

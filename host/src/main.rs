@@ -16,6 +16,7 @@ mod console;
 mod inputs;
 mod npy;
 mod outdir;
+mod report_file;
 mod run;
 mod signals;
 

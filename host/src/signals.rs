@@ -1,11 +1,12 @@
 //! Ctrl-C and `kill`: a job that is stopped leaves nothing behind.
 //!
-//! A run writes into a staging directory of its own ([`crate::outdir`]). When SIGINT, SIGTERM
-//! or SIGHUP arrives, a watcher thread removes that directory and ends the process with the
-//! shell's code for the signal (128 + its number: 130 for Ctrl-C, 143 for `kill`). The
-//! directory is registered here while it exists and unregistered by the commit that moves
-//! it into place; the commit holds the same lock, so a signal is handled either before the
-//! commit starts (nothing appears) or after it ends (the results are complete).
+//! A run writes into a staging directory of its own ([`crate::outdir`]), the benchmark its
+//! report into a temporary file ([`crate::report_file`]). When SIGINT, SIGTERM or SIGHUP
+//! arrives, a watcher thread removes that directory or file and ends the process with the
+//! shell's code for the signal (128 + its number: 130 for Ctrl-C, 143 for `kill`). The path is
+//! registered here while it exists and unregistered by the commit that moves it into place;
+//! the commit holds the same lock, so a signal is handled either before the commit starts
+//! (nothing appears) or after it ends (the results are complete).
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -14,7 +15,7 @@ use anyhow::{Context, Result};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
-/// The staging directory to remove if the process is stopped.
+/// The staging directory or file to remove if the process is stopped.
 static STAGING: Mutex<Option<PathBuf>> = Mutex::new(None);
 
 /// Starts the watcher thread. Call once, before anything is staged.
@@ -26,10 +27,14 @@ pub fn install() -> Result<()> {
         .spawn(move || {
             if let Some(signal) = signals.forever().next() {
                 let staging = lock();
-                if let Some(dir) = staging.as_ref() {
-                    // The directory was created by this process, exclusively (tempfile): it
-                    // holds nothing but this run's partial outputs.
-                    let _ = std::fs::remove_dir_all(dir);
+                if let Some(path) = staging.as_ref() {
+                    // Created by this process, exclusively (tempfile): it holds nothing but
+                    // this job's partial outputs.
+                    if path.is_dir() {
+                        let _ = std::fs::remove_dir_all(path);
+                    } else {
+                        let _ = std::fs::remove_file(path);
+                    }
                 }
                 crate::note!("interrupted: nothing was written");
                 std::process::exit(128 + signal);
@@ -39,7 +44,7 @@ pub fn install() -> Result<()> {
     Ok(())
 }
 
-/// The registered staging directory, locked: hold the guard while moving it into place.
+/// The registered staging path, locked: hold the guard while moving it into place.
 pub fn lock() -> MutexGuard<'static, Option<PathBuf>> {
     STAGING.lock().unwrap_or_else(PoisonError::into_inner)
 }

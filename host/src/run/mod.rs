@@ -136,8 +136,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     let resume = args.resume.as_deref().map(Resume::open).transpose()?;
     let seed = resume.as_ref().map_or(args.seed, |r| r.summary.seed);
     let first_step = resume.as_ref().map_or(0, |r| r.summary.next_step);
+    // Caller noise draws nothing from the stream: its one step leaves the counter where it is.
     let steps = if caller_noise { 1 } else { args.steps };
-    let Some(next_step) = first_step.checked_add(steps) else {
+    let drawn = if caller_noise { 0 } else { steps };
+    let Some(next_step) = first_step.checked_add(drawn) else {
         bail!("--steps {steps}: the step counter would pass 2^64 - 1 (it is at {first_step})");
     };
     let plan = Plan::new(&args, resume.as_ref())?;

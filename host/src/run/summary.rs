@@ -34,7 +34,8 @@ pub struct Summary {
     pub seed: u64,
     /// The step counter of the run's first step: 0, or where the resumed run had stopped.
     pub first_step: u64,
-    /// The counter after the last step: where `--resume` continues the random stream.
+    /// The counter after the last step: where `--resume` continues the random stream (caller
+    /// noise draws nothing from it: then `first_step`).
     pub next_step: u64,
     pub steps_per_launch: Option<u32>,
     pub thin: Option<u64>,
