@@ -10,7 +10,7 @@
 //!   - `sm_70` (Volta), the *portable* module: it runs on every GPU from Volta on (the driver
 //!     compiles PTX for the GPU it finds);
 //!   - `sm_80` (Ampere) by default, the module for GPUs from Ampere on: the same kernels plus
-//!     those that need sm_80 instructions (`cp.async`, see `kernel/src/gpu.rs`). The
+//!     those that need sm_80 instructions (`cp.async`, see `kernel/src/gpu/shared_feed.rs`). The
 //!     environment variable `FUSED_MH_PTX_ARCH` overrides its target (e.g. `sm_90`).
 //!
 //!   The host loads the newest module the GPU can run.

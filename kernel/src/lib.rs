@@ -11,7 +11,8 @@
 //! Modules, in the order a reader meets them:
 //! [`philox`] (the random bits) → [`rng`] (which bits belong to which (row, step, element), and
 //! how they become uniforms and normals) → [`math`] (ln/sin/cos/sqrt per target) → [`mh`] (the
-//! step of one row) → `gpu` (threads, warps, entry points).
+//! step of one row) → `gpu` (the device layer in `gpu/device/`, then the kernels: the single
+//! step, the fused K-step kernel, the statistics).
 #![no_std]
 // `core_float_math`: `core::f32::math::mul_add`, a fused multiply-add available without std.
 #![feature(core_float_math)]
@@ -130,7 +131,7 @@ pub const ENTRY_POINTS: [(&str, &str); 6] = [
 
 /// The *staged* in-kernel-RNG steps, for GPUs from Ampere (sm_80) on: each row is loaded one
 /// row ahead into shared memory by asynchronous copies (`cp.async`) rather than into registers
-/// (see `gpu::SharedFeed`), so the loads travel while the row before computes at no register
+/// (see `gpu::shared_feed::SharedFeed`), so the loads travel while the row before computes at no register
 /// cost. Indexed by [`staged_entry_point`]:
 /// - `mh_step_staged_q2_v4`: rows of up to 256 elements (as `mh_step_q2_v4`, 64 registers
 ///   instead of 72);
@@ -161,7 +162,7 @@ pub fn staged_entry_point(dim: usize) -> Option<usize> {
     }
 }
 
-/// The fused K-step kernels (`mh_chain_*`, see `gpu::chain_rows`), indexed by
+/// The fused K-step kernels (`mh_chain_*`, see `gpu::chain::chain_rows`), indexed by
 /// [`fused_entry_point`]: `q2` / `q8` quads per lane in registers, `v4` for 16-byte vectors,
 /// `stats` for the running moments, `split` for rows of at most [`MAX_SPLIT_DIM`] elements
 /// spread over twice the lanes (one quad per lane: twice the warps, for batches too small to

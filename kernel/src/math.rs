@@ -101,7 +101,7 @@ fn scaled_ln_normal(x: f32, scale: f32) -> f32 {
 }
 
 #[cfg(target_arch = "nvptx64")]
-pub use crate::gpu::math::{cos, sin, sqrt};
+pub use crate::gpu::device::sfu::{cos, sin, sqrt};
 
 /// Sine of an angle in radians.
 #[cfg(not(target_arch = "nvptx64"))]

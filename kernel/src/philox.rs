@@ -25,12 +25,12 @@ pub type Ctr = [u32; 4];
 pub type Key = [u32; 2];
 
 /// The full 64-bit product of two words, as `(hi, lo)`. On the GPU this is one
-/// `mul.wide.u32` (SASS `IMAD.WIDE.U32`), written in PTX (see `gpu::math::mul_wide_u32`).
+/// `mul.wide.u32` (SASS `IMAD.WIDE.U32`), written in PTX (see `gpu::device::sfu::mul_wide_u32`).
 #[inline(always)]
 fn mulhilo(a: u32, b: u32) -> (u32, u32) {
     #[cfg(target_arch = "nvptx64")]
     {
-        crate::gpu::math::mul_wide_u32(a, b)
+        crate::gpu::device::sfu::mul_wide_u32(a, b)
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {

@@ -1,0 +1,190 @@
+//! The buffers and sizes a step shares, the target staged in shared memory, tiles and rows.
+
+use crate::gpu::device::memory::{load_quad, load_shared_v4, store_quad, store_shared_v4};
+use crate::gpu::device::thread::{block_dim_x, thread_idx_x};
+use crate::mh::{self, QUAD, WARP_SIZE};
+use core::arch::asm;
+use core::arch::nvptx;
+
+/// The buffers and sizes every step shares, whatever its noise.
+#[derive(Clone, Copy)]
+pub(crate) struct StepArgs {
+    pub(crate) x: *const f32,
+    pub(crate) x_new: *mut f32,
+    pub(crate) accepted: *mut u8,
+    pub(crate) mu: *const f32,
+    pub(crate) inv_var: *const f32,
+    pub(crate) batch: usize,
+    pub(crate) dim: usize,
+    pub(crate) step_size: f32,
+    pub(crate) tile_rows: usize,
+}
+
+/// Bytes of shared memory per target quad: its 4 `mu` and its 4 `inv_var`.
+pub(crate) const TARGET_QUAD_BYTES: u32 = 2 * 16;
+
+impl StepArgs {
+    /// Copies the target (`mu`, `inv_var`, zero-padded to whole quads) into the block's shared
+    /// memory and returns the copy's address, for the register-resident kernels (rows of at most
+    /// `Q * 32` quads). Every thread of the block must call this, once, at the start.
+    ///
+    /// Why: every row reads the whole target. From global memory those reads are L1 hits that
+    /// share the L1TEX pipeline with the stream of `x` misses and need 64-bit addresses held in
+    /// registers; from shared memory they are one 32-bit address and a few dozen cycles. On the
+    /// H200 this took the Q2 kernel from 64 to 55 registers at the same speed (the step is
+    /// issue-bound, see `bench/NOTES.md`), headroom the loop structure below spends.
+    ///
+    /// The array is declared inside the inline PTX, in its own scope, so each kernel that calls
+    /// this gets one (a test of the host library checks that no kernel declares two).
+    ///
+    /// # Safety
+    /// `quads_per_row(dim) <= Q * 32`, `V4` only if `dim % 4 == 0`, and all threads of the
+    /// block call it (it ends with a block barrier).
+    #[inline(always)]
+    pub(crate) unsafe fn stage_target<const Q: usize, const V4: bool>(&self) -> u32 {
+        let base: u32;
+        // SAFETY: declares a block-shared array and takes its address; no memory is touched.
+        unsafe {
+            asm!("{{ .shared .align 16 .b8 fused_mh_target[{bytes}]; mov.u32 {base}, fused_mh_target; }}",
+                 bytes = const Q * WARP_SIZE * TARGET_QUAD_BYTES as usize,
+                 base = out(reg32) base, options(nostack));
+        }
+        let n_quads = mh::quads_per_row(self.dim);
+        let mut q = thread_idx_x();
+        // The whole array, zeros past the row: a quad past the row then has 1/sigma^2 = 0 and
+        // adds exactly nothing to `log alpha`, so lanes may compute it instead of branching.
+        while q < Q * WARP_SIZE {
+            // SAFETY: q < Q * 32, the array's length in quads; inside the target if q < n_quads;
+            // quad q is this thread's alone until the barrier.
+            unsafe {
+                let (mu, inv_var) = if q < n_quads {
+                    self.target_quad::<V4>(q)
+                } else {
+                    ([0.0; 4], [0.0; 4])
+                };
+                let at = base + q as u32 * TARGET_QUAD_BYTES;
+                store_shared_v4(at, mu);
+                store_shared_v4(at + 16, inv_var);
+            }
+            q += block_dim_x();
+        }
+        // SAFETY: every thread of the block reaches this barrier (the caller's contract).
+        unsafe { nvptx::_syncthreads() };
+        base
+    }
+
+    /// Quad `q` of the target from the shared copy at `base` (see [`Self::stage_target`]);
+    /// zeros past the row.
+    ///
+    /// # Safety
+    /// `base` comes from `stage_target::<Q, _>` in this launch and `q < Q * 32`.
+    #[inline(always)]
+    pub(crate) unsafe fn shared_target_quad(base: u32, q: usize) -> ([f32; 4], [f32; 4]) {
+        let at = base + q as u32 * TARGET_QUAD_BYTES;
+        // SAFETY: inside the staged array, written before the barrier.
+        unsafe { (load_shared_v4(at), load_shared_v4(at + 16)) }
+    }
+
+    /// The target's `(mu, inv_var)` for quad `q`, zero-padded past `dim` (so the padded
+    /// elements' terms vanish, see [`mh::add_quad_terms`]).
+    ///
+    /// # Safety
+    /// `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0`.
+    #[inline(always)]
+    pub(crate) unsafe fn target_quad<const V4: bool>(&self, q: usize) -> ([f32; 4], [f32; 4]) {
+        let valid = mh::valid_in_quad(self.dim, q);
+        // SAFETY: the quad lies inside mu and inv_var, both of length dim; buffers from
+        // cuMemAlloc are 256-byte aligned, so quads are 16-byte aligned.
+        unsafe {
+            (
+                load_quad::<V4>(self.mu.add(QUAD * q), valid),
+                load_quad::<V4>(self.inv_var.add(QUAD * q), valid),
+            )
+        }
+    }
+
+    /// Quad `q` of the current state of the row that starts at element `offset`.
+    ///
+    /// # Safety
+    /// `offset` is `row * dim` for a `row < batch`, `q < quads_per_row(dim)`, and `V4` only if
+    /// `dim % 4 == 0` (rows then start 16-byte aligned).
+    #[inline(always)]
+    pub(crate) unsafe fn x_quad<const V4: bool>(&self, offset: usize, q: usize) -> [f32; 4] {
+        // SAFETY: the quad lies inside the row, inside x.
+        unsafe {
+            load_quad::<V4>(
+                self.x.add(offset + QUAD * q),
+                mh::valid_in_quad(self.dim, q),
+            )
+        }
+    }
+
+    /// Writes quad `q` of the new state of the row that starts at element `offset`.
+    ///
+    /// # Safety
+    /// As [`Self::x_quad`], and this lane is the quad's only writer.
+    #[inline(always)]
+    pub(crate) unsafe fn store_x_new<const V4: bool>(&self, offset: usize, q: usize, v: [f32; 4]) {
+        // SAFETY: x_new has the shape of x.
+        unsafe {
+            store_quad::<V4>(
+                self.x_new.add(offset + QUAD * q),
+                v,
+                mh::valid_in_quad(self.dim, q),
+            )
+        }
+    }
+}
+
+/// A warp's tile: up to `tile_rows` consecutive rows, starting at `first_row`.
+#[derive(Clone, Copy)]
+pub(crate) struct Tile {
+    pub(crate) first_row: usize,
+    /// How many of its rows lie inside the batch (0 for a tile past the end).
+    pub(crate) rows: u32,
+    /// `first_row * dim`: where the tile starts in `x`, `x_new` and the noise.
+    pub(crate) offset: usize,
+}
+
+impl Tile {
+    /// The tile starting at `first_row` (the only 64-bit multiplication of a tile: rows inside
+    /// it are reached by adding `dim`s).
+    #[inline(always)]
+    pub(crate) fn at(args: &StepArgs, first_row: usize) -> Tile {
+        let rows = if first_row < args.batch {
+            (args.batch - first_row).min(args.tile_rows) as u32
+        } else {
+            0
+        };
+        Tile {
+            first_row,
+            rows,
+            offset: first_row * args.dim,
+        }
+    }
+
+    /// Row `i` of the tile as a Philox counter word (rows are below 2^32, so the low word of
+    /// `first_row + i` is the row itself).
+    #[inline(always)]
+    pub(crate) fn row_word(&self, i: u32) -> u32 {
+        (self.first_row as u32).wrapping_add(i)
+    }
+}
+
+/// What a lane needs to know about the row its group is working on.
+#[derive(Clone, Copy)]
+pub(crate) struct RowSlot {
+    /// The row, as its Philox counter word.
+    pub(crate) row: u32,
+    /// `row * dim`: the row's first element.
+    pub(crate) offset: usize,
+    /// False for the groups of the last tile that fall past the batch: they still take part in
+    /// the shuffles, but load, store and decide nothing.
+    pub(crate) live: bool,
+    /// This lane's index in its group, `0..g`.
+    pub(crate) lane_in_group: usize,
+    /// Lanes per group.
+    pub(crate) g: usize,
+    /// `log(max(u, 1e-10))` of the row's acceptance uniform (meaningful only if `live`).
+    pub(crate) log_u: f32,
+}

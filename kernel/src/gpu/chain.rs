@@ -1,0 +1,423 @@
+//! The fused kernel: K steps of every chain in one launch, each row in registers.
+
+use crate::gpu::args::{RowSlot, StepArgs};
+use crate::gpu::device::memory::store_quad;
+use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
+use crate::gpu::device::warp::{ballot_decision, group_sum, segment_total, shfl_idx, shfl_xor};
+use crate::gpu::step::accept_sum;
+use crate::math::fma;
+use crate::mh::{self, QUAD, WARP_SIZE};
+use crate::philox::Key;
+use crate::rng;
+
+/// The sum of [`group_sum`] for a row whose group's quads are split over `2 g` lanes (the
+/// `_split` fused kernels): lane `j < g` holds the first quad of the group's lane `j`, lane
+/// `j + g` its second. `first` is the lane's own quad's terms added to 0; `x`, `p` and
+/// `(mu, inv_var)` that quad.
+///
+/// The single step's lane `j` adds its two quads' terms in one chain, first quad then second,
+/// and the split keeps that order to the bit: lane `j` passes its chain to lane `j + g`
+/// (`shfl.sync.bfly` by `g`), which continues it with its own quad's terms. The upper half's
+/// lanes then hold exactly the group's partial sums, summed as [`group_sum`]'s tree does:
+/// the total ends in the upper half's first lane, which decides for the row
+/// ([`ballot_decision`]). The other lanes return partial values.
+#[inline(always)]
+pub(crate) fn split_sum(
+    first: f32,
+    x: [f32; 4],
+    p: [f32; 4],
+    target: ([f32; 4], [f32; 4]),
+    g: usize,
+) -> f32 {
+    let chained = mh::add_quad_terms(shfl_xor(first, g as u32), x, p, target.0, target.1);
+    segment_total(chained, g)
+}
+
+/// The per-run inputs of the fused kernel beyond [`StepArgs`]: the random stream, how many
+/// steps, and where the statistics go.
+#[derive(Clone, Copy)]
+pub(crate) struct ChainArgs {
+    pub(crate) key: Key,
+    /// The step counter of the first of the launch's steps.
+    pub(crate) first_step: u64,
+    /// Steps in this launch (K).
+    pub(crate) steps: u32,
+    /// `[batch]` u32: each row adds its accepted steps.
+    pub(crate) accepted_count: *mut u32,
+    /// `[batch, dim]` f64 running means and sums of squared deviations (only with `STATS`).
+    pub(crate) mean: *mut f64,
+    pub(crate) m2: *mut f64,
+    /// Steps already folded into `mean` and `m2` by earlier launches.
+    pub(crate) stats_n: u64,
+    /// `[trace_slots, batch, dim]` f32: the thinned states (only if `thin > 0`).
+    pub(crate) trace: *mut f32,
+    /// Save every `thin`-th state (0: none) ...
+    pub(crate) thin: u32,
+    /// ... starting after this launch's step `trace_first` (0-based).
+    pub(crate) trace_first: u32,
+}
+
+/// `K` steps of every chain in one launch, each row's state kept in registers throughout
+/// (the fused kernel). A group of `G = group_width(dim)` lanes owns a row for all `K` steps:
+/// lane `j` holds quads `j, j + G, ...` of it, as in the single step, so the sums are added in
+/// the same order and the result is **bit-identical** to `K` single-step launches.
+///
+/// Per step and row the only memory traffic left is the target (from shared memory); the row
+/// is read once at the start and written once at the end. The acceptance uniforms are shared
+/// out like the single step's: every `G` steps (`2 G` split), lane `j` of the row's lanes draws
+/// the uniform of step `j` ahead and the others read it with a shuffle, so a lane pays one
+/// Philox call per `G` steps for them.
+///
+/// With `SPLIT` (rows of at most 128 elements, `Q = 1`), the row's lanes are `2 G`: lanes `j`
+/// and `j + G` hold the two quads that lane `j` of the group holds otherwise, and
+/// [`split_sum`] chains their terms in the same order. Twice the warps for the same rows: for
+/// small batches, where one warp per scheduler or two cannot hide the step's latencies.
+///
+/// With `STATS`, each lane keeps Welford's running mean and sum of squared deviations of its
+/// elements over the launch's `K` steps (f32, a few `K` at most, so no drift), and at the end
+/// merges them into the run's f64 totals with Chan's formula for combining two samples.
+///
+/// # Safety
+/// As [`step_tiles`] for a variant with `Q >= quads_per_lane(dim)`, `x_new == x` (updated in
+/// place: each row is read and written by the lanes that own it), the buffers of
+/// [`ChainArgs`] as long as it says, and every trace slot written inside the buffer.
+#[inline(always)]
+pub(crate) unsafe fn chain_rows<
+    const Q: usize,
+    const V4: bool,
+    const STATS: bool,
+    const SPLIT: bool,
+>(
+    args: &StepArgs,
+    chain: &ChainArgs,
+) {
+    let g = mh::group_width(args.dim);
+    // Lanes per row: the group's `g`, or `2 g` with its quads split (see `split_sum`).
+    let lanes = if SPLIT { 2 * g } else { g };
+    let rows_at_once = WARP_SIZE / lanes;
+    let lane = lane_id();
+    let (lane_in_row, group) = (lane % lanes, lane / lanes);
+    // Quad k of this lane: quad `lane_in_row + k g` of the row. Split (Q = 1), lanes j and
+    // j + g of the row hold the two quads of the group's lane j.
+    let quad_of = |k: usize| lane_in_row + k * g;
+    // Split, the lane that decides for the row: the first of its upper half.
+    let decider_bit = if SPLIT {
+        1u32 << (group * lanes + g)
+    } else {
+        0
+    };
+    let warps_per_block = block_dim_x() / WARP_SIZE;
+    let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
+    let row_stride = grid_dim_x() * warps_per_block * rows_at_once;
+    let n_quads = mh::quads_per_row(args.dim);
+    // SAFETY: Q >= quads_per_lane(dim), so at most Q * 32 quads; every thread is here.
+    let target = unsafe { args.stage_target::<Q, V4>() };
+    let state_len = args.batch * args.dim;
+
+    let mut first_row = warp * rows_at_once;
+    // Uniform across the warp: every lane reaches every shuffle.
+    while first_row < args.batch {
+        let row = first_row + group;
+        let live = row < args.batch;
+        let offset = row * args.dim;
+        // `owned(k)`: quad k of this lane exists (and the row does).
+        let owned = |k: usize| live && quad_of(k) < n_quads;
+        let mut xs = [[0.0f32; 4]; Q];
+        for (k, x) in xs.iter_mut().enumerate() {
+            if owned(k) {
+                // SAFETY: a row inside the batch, a quad inside the row.
+                *x = unsafe { args.x_quad::<V4>(offset, quad_of(k)) };
+            }
+        }
+        // Quad k is computed by every lane once any lane of the warp has it (as in
+        // `row_resident`); the first `MAX_RESIDENT_QUADS_PER_LANE` always (for the Q2 kernels
+        // that wastes work only on rows of at most 4 elements), which keeps the hot loop free
+        // of branches.
+        let computed = |k: usize| k < mh::MAX_RESIDENT_QUADS_PER_LANE || k * g < n_quads;
+        let draw =
+            |k: usize, draws: &rng::StepDraws| draws.normal_quad(row as u32, quad_of(k) as u32);
+        // With few quads per lane, the next step's normals are drawn during this step's sum
+        // (below); with many, the lane has independent work enough, and the registers are
+        // needed elsewhere (the Q8 kernels with moments would spill).
+        let pipelined = Q <= mh::MAX_RESIDENT_QUADS_PER_LANE;
+        let mut eps = [[0.0f32; 4]; Q];
+        for (k, e) in eps.iter_mut().enumerate() {
+            if pipelined && computed(k) {
+                *e = draw(k, &rng::StepDraws::new(chain.key, chain.first_step));
+            }
+        }
+        let mut mean = [[0.0f32; 4]; Q];
+        let mut m2 = [[0.0f32; 4]; Q];
+        let mut count = 0u32;
+        let mut my_log_u = 0.0f32;
+        // The step of the launch after which the trace takes its next slot (never, with
+        // `thin = 0`), and that slot: a compare per step instead of a division.
+        let mut next_save = if chain.thin > 0 {
+            chain.trace_first
+        } else {
+            u32::MAX
+        };
+        let mut save_slot = 0usize;
+        for j in 0..chain.steps {
+            let step = chain.first_step + u64::from(j);
+            // The draws of the step whose normals this iteration makes: this one, or with
+            // pipelining the next.
+            let draws = rng::StepDraws::new(chain.key, step + u64::from(pipelined));
+            let in_round = j as usize & (lanes - 1);
+            if in_round == 0 {
+                let ahead = j as usize + lane_in_row;
+                my_log_u = if live && ahead < chain.steps as usize {
+                    mh::log_uniform(
+                        rng::StepDraws::new(chain.key, step + lane_in_row as u64)
+                            .row_uniform(row as u32),
+                    )
+                } else {
+                    0.0
+                };
+            }
+            let slot = RowSlot {
+                row: row as u32,
+                offset,
+                live,
+                lane_in_group: lane_in_row,
+                g,
+                log_u: shfl_idx(my_log_u, (group * lanes + in_round) as u32),
+            };
+            let mut ps = [[0.0f32; 4]; Q];
+            let mut partial = 0.0f32;
+            let mut first_target = ([0.0f32; 4], [0.0f32; 4]);
+            for k in 0..Q {
+                if computed(k) {
+                    // SAFETY: q < Q * 32, and `target` is the staged copy.
+                    let (mu, inv_var) = unsafe { StepArgs::shared_target_quad(target, quad_of(k)) };
+                    if k == 0 {
+                        first_target = (mu, inv_var);
+                    }
+                    if !pipelined {
+                        eps[k] = draw(k, &draws);
+                    }
+                    ps[k] = mh::propose(xs[k], eps[k], args.step_size);
+                    partial = mh::add_quad_terms(partial, xs[k], ps[k], mu, inv_var);
+                }
+            }
+            // The next step's normals do not depend on this step's decision: drawing them here
+            // gives the warp independent work while the sum travels through the shuffles.
+            for (k, e) in eps.iter_mut().enumerate() {
+                if pipelined && computed(k) {
+                    *e = draw(k, &draws);
+                }
+            }
+            let accept = if SPLIT {
+                let total = split_sum(partial, xs[0], ps[0], first_target, g);
+                ballot_decision(accept_sum(total, slot), decider_bit)
+            } else {
+                accept_sum(group_sum(partial, g), slot)
+            };
+            if accept {
+                xs = ps;
+            }
+            count += u32::from(accept);
+            if STATS {
+                let inv_n = 1.0 / (j + 1) as f32;
+                for k in 0..Q {
+                    for i in 0..QUAD {
+                        let delta = xs[k][i] - mean[k][i];
+                        mean[k][i] = fma(delta, inv_n, mean[k][i]);
+                        m2[k][i] = fma(delta, xs[k][i] - mean[k][i], m2[k][i]);
+                    }
+                }
+            }
+            // `j < steps <= u32::MAX`, so `next_save = u32::MAX` is never reached.
+            if j == next_save {
+                next_save = next_save.saturating_add(chain.thin);
+                let slot_offset = save_slot * state_len;
+                save_slot += 1;
+                for (k, x) in xs.iter().enumerate() {
+                    if owned(k) {
+                        let at = slot_offset + offset + QUAD * quad_of(k);
+                        // SAFETY: the trace holds the slot (the host sized it), the quad is
+                        // this lane's alone.
+                        unsafe {
+                            store_quad::<V4>(
+                                chain.trace.add(at),
+                                *x,
+                                mh::valid_in_quad(args.dim, quad_of(k)),
+                            )
+                        };
+                    }
+                }
+            }
+        }
+        for (k, x) in xs.iter().enumerate() {
+            if owned(k) {
+                // SAFETY: as the loads above; x_new is x.
+                unsafe { args.store_x_new::<V4>(offset, quad_of(k), *x) };
+            }
+        }
+        if live && lane_in_row == 0 {
+            // SAFETY: row < batch, and lane 0 of the group is the row's only writer.
+            unsafe { *chain.accepted_count.add(row) += count };
+        }
+        if STATS {
+            // Chan et al.: two samples (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b) combine to
+            // n = n_a + n_b, mean = mean_a + delta n_b / n, m2 = m2_a + m2_b + delta^2 n_a n_b / n,
+            // with delta = mean_b - mean_a.
+            let n_a = chain.stats_n as f64;
+            let n_b = f64::from(chain.steps);
+            let n = n_a + n_b;
+            for k in 0..Q {
+                if owned(k) {
+                    let q = quad_of(k);
+                    let valid = mh::valid_in_quad(args.dim, q);
+                    // A constant trip count: `mean[k][i]` stays in registers.
+                    for i in 0..QUAD {
+                        if i >= valid {
+                            continue;
+                        }
+                        let at = offset + QUAD * q + i;
+                        // SAFETY: element `at` is inside the [batch, dim] statistics, and only
+                        // this lane touches it.
+                        unsafe {
+                            let mean_a = *chain.mean.add(at);
+                            let delta = f64::from(mean[k][i]) - mean_a;
+                            *chain.mean.add(at) = mean_a + delta * (n_b / n);
+                            *chain.m2.add(at) +=
+                                f64::from(m2[k][i]) + delta * delta * (n_a * n_b / n);
+                        }
+                    }
+                }
+            }
+        }
+        first_row += row_stride;
+    }
+}
+
+/// Defines one fused entry point: `Q` quads per lane, `V4` for 16-byte loads, `STATS` for the
+/// running moments, `SPLIT` for a row's quads spread over twice the lanes (see `chain_rows`).
+macro_rules! chain_entry_point {
+    ($q:expr, $v4:literal, $stats:literal, $split:literal, $name:ident) => {
+        /// `steps` Metropolis–Hastings steps of every chain in one launch, random numbers drawn
+        /// in the kernel, the state kept in registers (see `chain_rows`).
+        ///
+        /// # Parameters
+        /// - `x`: `[batch, dim]` f32, the states: read at the start, written at the end.
+        /// - `accepted_count`: `[batch]` u32, each row's accepted steps added.
+        /// - `mu`, `inv_var`, `batch`, `dim`, `step_size`, `seed`: as the single step.
+        /// - `first_step`, `steps`: the step counter of the first step, and how many.
+        /// - `mean`, `m2`, `stats_n`: `[batch, dim]` f64 running moments and the steps already
+        ///   in them (read only by the `_stats` kernels).
+        /// - `trace`, `thin`, `trace_first`: `[slots, batch, dim]` f32; after step
+        ///   `trace_first + i * thin` of the launch, the states go to slot `i` (`thin = 0`:
+        ///   none).
+        ///
+        /// # Safety
+        /// As the single step's entry points for this variant, plus the buffers above with
+        /// the lengths above, and enough trace slots for every save of the launch.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *mut f32,
+            accepted_count: *mut u32,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            first_step: u64,
+            steps: u32,
+            mean: *mut f64,
+            m2: *mut f64,
+            stats_n: u64,
+            trace: *mut f32,
+            thin: u32,
+            trace_first: u32,
+        ) {
+            let args = StepArgs {
+                x,
+                x_new: x,
+                accepted: core::ptr::null_mut(),
+                mu,
+                inv_var,
+                batch: batch as usize,
+                dim: dim as usize,
+                step_size,
+                tile_rows: 0,
+            };
+            let chain = ChainArgs {
+                key: rng::key(seed),
+                first_step,
+                steps,
+                accepted_count,
+                mean,
+                m2,
+                stats_n,
+                trace,
+                thin,
+                trace_first,
+            };
+            // SAFETY: forwarded from this function's contract.
+            unsafe { chain_rows::<{ $q }, $v4, $stats, $split>(&args, &chain) }
+        }
+    };
+}
+
+chain_entry_point!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    true,
+    false,
+    false,
+    mh_chain_q2_v4
+);
+chain_entry_point!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    false,
+    false,
+    false,
+    mh_chain_q2
+);
+chain_entry_point!(
+    mh::MAX_FUSED_QUADS_PER_LANE,
+    true,
+    false,
+    false,
+    mh_chain_q8_v4
+);
+chain_entry_point!(
+    mh::MAX_FUSED_QUADS_PER_LANE,
+    false,
+    false,
+    false,
+    mh_chain_q8
+);
+chain_entry_point!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    true,
+    true,
+    false,
+    mh_chain_q2_v4_stats
+);
+chain_entry_point!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    false,
+    true,
+    false,
+    mh_chain_q2_stats
+);
+chain_entry_point!(
+    mh::MAX_FUSED_QUADS_PER_LANE,
+    true,
+    true,
+    false,
+    mh_chain_q8_v4_stats
+);
+chain_entry_point!(
+    mh::MAX_FUSED_QUADS_PER_LANE,
+    false,
+    true,
+    false,
+    mh_chain_q8_stats
+);
+// Rows of at most 128 elements with each group's two quads per lane spread over twice the
+// lanes: twice the warps for small batches (see `split_sum`), chosen by the host.
+chain_entry_point!(1, true, false, true, mh_chain_split_v4);
+chain_entry_point!(1, false, false, true, mh_chain_split);

@@ -1,0 +1,57 @@
+//! PTX versions of [`crate::math`]'s functions (see there for the choice and its accuracy).
+
+use core::arch::asm;
+
+/// The full 64-bit product of two words as `(hi, lo)`: one `mul.wide.u32` (SASS
+/// `IMAD.WIDE.U32`, which writes both halves to a register pair). Written out because LLVM
+/// lowers `u64::from(a) * u64::from(b)` to a 64 x 64-bit multiply, which costs ptxas three
+/// instructions; Philox does two of these per round.
+#[inline(always)]
+pub fn mul_wide_u32(a: u32, b: u32) -> (u32, u32) {
+    let (hi, lo): (u32, u32);
+    // SAFETY: pure arithmetic on registers; the braces scope the temporary register.
+    unsafe {
+        asm!("{{ .reg .b64 t; mul.wide.u32 t, {a}, {b}; mov.b64 {{{lo}, {hi}}}, t; }}",
+             a = in(reg32) a, b = in(reg32) b, lo = out(reg32) lo, hi = out(reg32) hi,
+             options(pure, nomem, nostack));
+    }
+    (hi, lo)
+}
+
+/// Sine with the SFU's `sin.approx.f32` (most accurate on [-pi, pi]).
+#[inline(always)]
+pub fn sin(x: f32) -> f32 {
+    let y: f32;
+    // SAFETY: a pure arithmetic instruction on registers.
+    unsafe {
+        asm!("sin.approx.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
+             options(pure, nomem, nostack));
+    }
+    y
+}
+
+/// Cosine with the SFU's `cos.approx.f32` (most accurate on [-pi, pi]).
+#[inline(always)]
+pub fn cos(x: f32) -> f32 {
+    let y: f32;
+    // SAFETY: a pure arithmetic instruction on registers.
+    unsafe {
+        asm!("cos.approx.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
+             options(pure, nomem, nostack));
+    }
+    y
+}
+
+/// Square root with the SFU's `sqrt.approx.ftz.f32` (relative error at most 2^-23). `.ftz`
+/// drops the subnormal fix-up (three instructions): its arguments here, `-2 ln u`, are 0 or
+/// above 2^-23, never subnormal.
+#[inline(always)]
+pub fn sqrt(x: f32) -> f32 {
+    let y: f32;
+    // SAFETY: a pure arithmetic instruction on registers.
+    unsafe {
+        asm!("sqrt.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
+             options(pure, nomem, nostack));
+    }
+    y
+}

@@ -1,0 +1,166 @@
+//! Warp collectives: shuffles, a vote, and the group sums built from them.
+
+use crate::mh::WARP_SIZE;
+use core::arch::asm;
+
+/// The value of `v` held by lane `src_lane` (`shfl.sync.idx.b32`): a broadcast when every lane
+/// names the same source, a gather otherwise.
+///
+/// All 32 lanes of the warp must execute this call together (the member mask is
+/// `0xffffffff`); if some lane has exited or is on another branch, the result is undefined.
+/// Callers here reach every shuffle with the whole warp: the loops around them are uniform
+/// across the warp, and lanes with no row to work on still take part. The same holds for the
+/// shuffles of [`group_sum`].
+#[inline(always)]
+pub(crate) fn shfl_idx(v: f32, src_lane: u32) -> f32 {
+    let out: f32;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {out}, {v}, {s}, 0x1f, 0xffffffff;",
+             out = out(reg32) out, v = in(reg32) v, s = in(reg32) src_lane,
+             options(nomem, nostack));
+    }
+    out
+}
+
+/// The value of `v` held by lane `lane ^ lane_mask` (`shfl.sync.bfly.b32`). Same rules as
+/// [`shfl_idx`].
+#[inline(always)]
+pub(crate) fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
+    let out: f32;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("shfl.sync.bfly.b32 {out}, {v}, {m}, 0x1f, 0xffffffff;",
+             out = out(reg32) out, v = in(reg32) v, m = in(reg32) lane_mask,
+             options(nomem, nostack));
+    }
+    out
+}
+
+/// The sum of `v` over each group of `g` consecutive lanes (`g` a power of two, at most 32),
+/// in **every** lane of the group, with the additions in the order of a butterfly over
+/// `offset = g/2, ..., 2, 1` — the order [`mh::group_sum_emulated`] reproduces on the CPU.
+/// The fused kernel's sum; the single step uses [`group_sum_loop`], same bits.
+///
+/// Example: `g = 32`, lane `l` passes `l`: every lane gets `0 + 1 + ... + 31 = 496`; `g = 8`:
+/// lanes 0..8 get 28, lanes 8..16 get 92, and so on.
+///
+/// # How: a segmented tree, then a broadcast
+/// The shuffles treat the warp as `32 / g` *segments* of `g` lanes (the `c` operand,
+/// [`segments`]). Each level (`offset = 16, 8, 4, 2, 1`) is a `shfl.sync.down`: lane `i` reads
+/// lane `i + offset` and adds it only if that lane is in its own segment — the shuffle itself
+/// says so in its predicate output, so a level costs two instructions (`SHFL` and a predicated
+/// `FADD`), with no compare and no select. Levels with `offset >= g` add nothing anywhere.
+/// The segment's first lane ends with exactly the butterfly's total (it adds the same two
+/// values at every level: `i ^ offset = i + offset` for the lanes that matter), and a last
+/// shuffle (`shfl.sync.idx` from the segment's first lane) hands it to the whole group.
+///
+/// One uniform branch skips the levels 16 and 8 for groups of at most 8 lanes (rows of at most
+/// 64 elements): each level is a shuffle's latency on the step's critical path. The rest is
+/// straight-line code, so the compiler can interleave the shuffles with other work (the fused
+/// kernel draws the next step's normals meanwhile). For dim 64: 9 instructions and 4 shuffles
+/// in a row, against 30 instructions and 5 shuffles for the butterfly with a compare and a
+/// select per level that it replaced (`bench/NOTES.md`, fused F5).
+///
+/// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
+#[inline(always)]
+pub(crate) fn group_sum(v: f32, g: usize) -> f32 {
+    broadcast_in_segments(segment_total(v, g), 0, g)
+}
+
+/// The tree of [`group_sum`]: the sum over each segment of `g` lanes, in the segment's first
+/// lane (the other lanes hold partial sums).
+#[inline(always)]
+pub(crate) fn segment_total(v: f32, g: usize) -> f32 {
+    let seg = segments(g);
+    let mut v = v;
+    if g > 8 {
+        v = add_from_lane_below::<8>(add_from_lane_below::<16>(v, seg), seg);
+    }
+    add_from_lane_below::<1>(
+        add_from_lane_below::<2>(add_from_lane_below::<4>(v, seg), seg),
+        seg,
+    )
+}
+
+/// Every lane gets `v` from lane `src` of its segment of `width` lanes (`shfl.sync.idx` with
+/// the segment operand).
+#[inline(always)]
+pub(crate) fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f32 {
+    let out: f32;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("shfl.sync.idx.b32 {out}, {v}, {s}, {c}, 0xffffffff;",
+             out = out(reg32) out, v = in(reg32) v, s = in(reg32) src, c = in(reg32) segments(width),
+             options(nomem, nostack));
+    }
+    out
+}
+
+/// The decision of each split row: the upper half's first lane decides on the total, and a
+/// ballot hands its decision to the row's other lanes (`decider_bit`: that lane's bit). A vote
+/// is quicker than a shuffle of the total: (4096, 64) fused went from 0.507 to 0.492 µs per
+/// step on the H200 (`bench/NOTES.md`, fused F6).
+///
+/// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
+#[inline(always)]
+pub(crate) fn ballot_decision(mine: bool, decider_bit: u32) -> bool {
+    let ballot: u32;
+    // SAFETY: a vote among the warp's lanes; all 32 lanes take part.
+    unsafe {
+        asm!("{{ .reg .pred p; setp.ne.u32 p, {m}, 0; vote.sync.ballot.b32 {b}, p, 0xffffffff; }}",
+             m = in(reg32) u32::from(mine), b = out(reg32) ballot, options(nomem, nostack));
+    }
+    ballot & decider_bit != 0
+}
+
+/// [`group_sum`] as a loop over the `log2 g` levels of a butterfly (`shfl.sync.bfly`, every lane
+/// adding its partner `lane ^ offset`), for the single step: the same bits, and 72 registers for
+/// the in-kernel-RNG step where the straight-line [`group_sum`] took 79 — seven blocks of 128
+/// threads per SM instead of six, which the memory-bound step needs more than the few
+/// instructions saved.
+#[inline(always)]
+pub(crate) fn group_sum_loop(v: f32, g: usize) -> f32 {
+    let mut v = v;
+    let mut offset = g as u32 / 2;
+    while offset > 0 {
+        v += shfl_xor(v, offset);
+        offset /= 2;
+    }
+    v
+}
+
+/// The `c` operand of a shuffle that splits the warp into segments of `g` lanes (`g` a power of
+/// two): the segment mask `32 - g` in bits 8..13, and 31, "clamp at the segment's last lane",
+/// in bits 0..5 (PTX ISA, `shfl.sync`).
+///
+/// The value is the same in every lane, so ptxas would keep it in a *uniform* register, which
+/// `SHFL` cannot read: it then copied it to an ordinary register before each of the six
+/// shuffles of a sum. Adding `laneid >> 5`, zero but not known to be, makes it a per-lane value
+/// that stays in one ordinary register for the whole kernel.
+#[inline(always)]
+pub(crate) fn segments(g: usize) -> u32 {
+    let lane: u32;
+    // SAFETY: reads the lane's index (0..32) from a special register; touches no memory.
+    unsafe {
+        asm!("mov.u32 {l}, %laneid;", l = out(reg32) lane, options(pure, nomem, nostack));
+    }
+    ((((WARP_SIZE - g) as u32) << 8) | 0x1f) + (lane >> 5)
+}
+
+/// One level of [`group_sum`]: `v` plus lane `lane + OFFSET`'s `v` where that lane is in this
+/// lane's segment (`seg`, from [`segments`]), `v` unchanged elsewhere.
+#[inline(always)]
+pub(crate) fn add_from_lane_below<const OFFSET: u32>(v: f32, seg: u32) -> f32 {
+    let mut v = v;
+    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part (see
+    // `shfl_idx`). The predicate and the temporary are local to the braces.
+    unsafe {
+        asm!("{{ .reg .pred p; .reg .f32 t;",
+             "shfl.sync.down.b32 t|p, {v}, {o}, {c}, 0xffffffff;",
+             "@p add.f32 {v}, {v}, t; }}",
+             v = inout(reg32) v, o = const OFFSET, c = in(reg32) seg,
+             options(nomem, nostack));
+    }
+    v
+}

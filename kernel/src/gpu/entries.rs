@@ -1,0 +1,192 @@
+//! The single step's entry points, one pair per `Variant`, and the staged ones (sm_80).
+
+#[cfg(target_feature = "sm_80")]
+use crate::MAX_STAGED_QUADS_PER_LANE;
+use crate::gpu::args::StepArgs;
+use crate::gpu::feed::RegisterFeed;
+use crate::gpu::noise::CallerNoise;
+#[cfg(target_feature = "sm_80")]
+use crate::gpu::shared_feed::SharedFeed;
+use crate::gpu::step::{rng_step_inputs, step_tiles};
+use crate::mh;
+#[cfg(target_feature = "sm_80")]
+use crate::mh::WARP_SIZE;
+
+/// Defines the two entry points of one [`crate::Variant`]: `Q` quads per lane kept in registers
+/// (0: none, the row is streamed), `V4` for 16-byte loads (`dim % 4 == 0`).
+macro_rules! entry_points {
+    ($q:expr, $v4:literal, $rng:ident, $noise:ident) => {
+        /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel.
+        ///
+        /// # Parameters
+        /// - `x`: `[batch, dim]` f32, row-major: the current states (read).
+        /// - `x_new`: `[batch, dim]` f32: the next states (written in full); must not overlap `x`.
+        /// - `accepted`: `[batch]` u8: 1 where the row moved, 0 where it stayed (written in full).
+        /// - `mu`, `inv_var`: `[dim]` f32: the target's mean and `1 / sigma^2`.
+        /// - `step_size`: the proposal's scale.
+        /// - `seed`, `step`: the Philox key and the step counter (see [`crate::rng`]).
+        /// - `tile_rows`: rows per warp tile, a power of two from `32 / G` to 32 (see
+        ///   `step_tiles`); the results do not depend on it, only the speed does.
+        ///
+        /// # Thread mapping
+        /// See `step_tiles`: tiles of rows per warp, a group of `G = group_width(dim)` lanes
+        /// per row, lane `j` of a group owning quads `j, j + G, ...` of its row.
+        ///
+        /// # Safety
+        /// The caller guarantees the buffer lengths above, 256-byte aligned buffers,
+        /// `1 <= batch <= 2^32`, `1 <= dim < 2^32`, `batch * dim` without overflow, that this
+        /// variant fits the row (`quads_per_lane(dim) <= Q`, or `Q = 0`; `dim % 4 == 0` if
+        /// `V4`), `tile_rows` as above, a block size that is a multiple of 32, and a
+        /// one-dimensional grid and block. Nothing is checked here.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $rng(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            step: u64,
+            tile_rows: u32,
+        ) {
+            let (args, noise) = rng_step_inputs(
+                x, x_new, accepted, mu, inv_var, batch, dim, step_size, seed, step, tile_rows,
+            );
+            // SAFETY: forwarded from this function's contract.
+            unsafe { step_tiles::<_, _, { $q }, $v4>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY) }
+        }
+
+        /// One Metropolis–Hastings step of every chain, with the caller's random numbers.
+        ///
+        /// # Parameters
+        /// As the in-kernel variant, with `noise`: `[batch, dim]` f32 standard normals and
+        /// `uniform`: `[batch]` f32 uniforms on `[0, 1)` in place of the seed and step, then
+        /// `tile_rows`.
+        ///
+        /// # Safety
+        /// As the in-kernel variant, and `noise`, `uniform` hold `batch * dim` and `batch` floats.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $noise(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            noise: *const f32,
+            uniform: *const f32,
+            tile_rows: u32,
+        ) {
+            let (batch, dim, tile_rows) = (batch as usize, dim as usize, tile_rows as usize);
+            let args = StepArgs {
+                x,
+                x_new,
+                accepted,
+                mu,
+                inv_var,
+                batch,
+                dim,
+                step_size,
+                tile_rows,
+            };
+            let noise = CallerNoise { noise, uniform };
+            // SAFETY: forwarded from this function's contract.
+            unsafe { step_tiles::<_, _, { $q }, $v4>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY) }
+        }
+    };
+}
+
+// The register-resident entry points take their array size from the constant the host uses to
+// choose them (`Variant::for_step`), so the two can never disagree.
+entry_points!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    true,
+    mh_step_q2_v4,
+    mh_step_with_noise_q2_v4
+);
+entry_points!(
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    false,
+    mh_step_q2,
+    mh_step_with_noise_q2
+);
+entry_points!(
+    0,
+    true,
+    mh_step_streaming_v4,
+    mh_step_with_noise_streaming_v4
+);
+entry_points!(
+    mh::MAX_RESIDENT_QUADS_CALLER_NOISE,
+    true,
+    mh_step_q8_v4,
+    mh_step_with_noise_q8_v4
+);
+entry_points!(
+    mh::MAX_RESIDENT_QUADS_CALLER_NOISE,
+    false,
+    mh_step_q8,
+    mh_step_with_noise_q8
+);
+// The general pair: any row length, any alignment. The others are faster specializations of it.
+entry_points!(0, false, mh_step, mh_step_with_noise);
+
+/// Defines a staged in-kernel-RNG step (see [`crate::STAGED_ENTRY_POINTS`]): `$q` quads per
+/// lane, rows fed by a [`SharedFeed`] with `$g` lanes per row (0: `mh::group_width(dim)`).
+macro_rules! staged_entry_point {
+    ($name:ident, $q:expr, $g:expr, $index:literal, $what:literal) => {
+        #[doc = concat!("One Metropolis–Hastings step of every chain, random numbers drawn in the kernel, for ", $what, "; each row is loaded one row ahead into shared memory by asynchronous copies (see [`SharedFeed`]; sm_80 and later, so only in the newer PTX module).")]
+        ///
+        /// # Parameters
+        /// As `mh_step_q2_v4`.
+        ///
+        /// # Safety
+        #[doc = concat!("As `mh_step_q2_v4`, with [`crate::staged_entry_point`]`(dim) == Some(", $index, ")`, and blocks of exactly [`STAGED_WARPS_PER_BLOCK`] warps.")]
+        #[cfg(target_feature = "sm_80")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            step: u64,
+            tile_rows: u32,
+        ) {
+            let (args, noise) = rng_step_inputs(
+                x, x_new, accepted, mu, inv_var, batch, dim, step_size, seed, step, tile_rows,
+            );
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                let feed = SharedFeed::<{ $q }, { $g }>::new(&args);
+                step_tiles::<_, _, { $q }, true>(&args, &noise, feed)
+            }
+        }
+    };
+}
+
+staged_entry_point!(
+    mh_step_staged_q2_v4,
+    mh::MAX_RESIDENT_QUADS_PER_LANE,
+    0,
+    "0",
+    "rows of up to 256 elements in whole quads (`mh_step_q2_v4` in 64 registers instead of 72)"
+);
+// One warp per row, fixed at compile time: a lane's quads are then 512 bytes apart, and ptxas
+// needed 96 registers instead of 128 (20 warps per SM instead of 16).
+staged_entry_point!(
+    mh_step_staged_q8_v4,
+    MAX_STAGED_QUADS_PER_LANE,
+    WARP_SIZE,
+    "1",
+    "rows of 257 to 1024 elements in whole quads (one warp per row; the portable kernels stream them)"
+);

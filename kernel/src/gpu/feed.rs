@@ -1,0 +1,74 @@
+//! Where a lane's rows come from ([`RowFeed`]), and the feed that keeps the next row in
+//! registers ([`RegisterFeed`]); [`super::shared_feed`] keeps it in shared memory instead.
+
+use crate::gpu::args::StepArgs;
+use crate::gpu::noise::Noise;
+use crate::gpu::row::{LaneRow, QuadInput};
+
+/// Where a lane's inputs for its rows come from: each row's loads are issued one row ahead
+/// ([`RowFeed::load_next`]), so they travel from memory while the row before computes
+/// (software pipelining: without it each warp waited for its loads, and the H200 ran the step
+/// at 67 % of the copy bandwidth).
+pub(crate) trait RowFeed<N: Noise, const Q: usize> {
+    /// Lanes per row when the feed fixes it at compile time (0: `mh::group_width(dim)`).
+    const GROUP: usize = 0;
+    /// Whether the warps' rows are interleaved (see `step_tiles`; only with `GROUP == 32`).
+    /// Makes the row loaded by the last [`RowFeed::load_next`] the current one, then issues the
+    /// loads of this lane's quads (`lane_in_group + k g`, `k < Q`) of the row at `offset`
+    /// (nothing if `!live`). On return, the current row's quads are readable.
+    ///
+    /// # Safety
+    /// If `live`, `offset = row * dim` with `row < batch`; `V4` only if `dim % 4 == 0`.
+    unsafe fn load_next<const V4: bool>(
+        &mut self,
+        args: &StepArgs,
+        noise: &N,
+        offset: usize,
+        live: bool,
+        lane_in_group: usize,
+        g: usize,
+    );
+    /// The lane's `k`-th quad of the current row (zeros where the lane has no such quad).
+    ///
+    /// # Safety
+    /// `k < Q`.
+    unsafe fn quad(&self, k: usize) -> QuadInput;
+}
+
+/// Rows loaded ahead into registers: the current row and the next, `Q` quads each.
+pub(crate) struct RegisterFeed<const Q: usize> {
+    pub(crate) current: LaneRow<Q>,
+    pub(crate) ahead: LaneRow<Q>,
+}
+
+impl<const Q: usize> RegisterFeed<Q> {
+    pub(crate) const EMPTY: Self = RegisterFeed {
+        current: LaneRow {
+            quads: [QuadInput::ZERO; Q],
+        },
+        ahead: LaneRow {
+            quads: [QuadInput::ZERO; Q],
+        },
+    };
+}
+
+impl<N: Noise, const Q: usize> RowFeed<N, Q> for RegisterFeed<Q> {
+    #[inline(always)]
+    unsafe fn load_next<const V4: bool>(
+        &mut self,
+        args: &StepArgs,
+        noise: &N,
+        offset: usize,
+        live: bool,
+        lane_in_group: usize,
+        g: usize,
+    ) {
+        self.current = self.ahead;
+        // SAFETY: forwarded from the caller.
+        self.ahead = unsafe { LaneRow::load::<N, V4>(args, noise, offset, live, lane_in_group, g) };
+    }
+    #[inline(always)]
+    unsafe fn quad(&self, k: usize) -> QuadInput {
+        self.current.quads[k]
+    }
+}

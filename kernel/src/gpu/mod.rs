@@ -1,0 +1,51 @@
+//! Everything that exists only on the GPU: the device layer and the kernels' entry points.
+//! Compiled only for `nvptx64-nvidia-cuda`.
+//!
+//! # The execution model in one paragraph
+//!
+//! A launch runs a *grid* of *blocks*; each block is a group of threads that run on one
+//! streaming multiprocessor (SM). Threads are scheduled in *warps* of 32 that issue one
+//! instruction at a time together, so the natural unit of cooperation is the warp: its lanes
+//! can exchange registers directly with a shuffle, with no shared memory and no barrier. Here a
+//! *group* of `G` consecutive lanes owns a row (a chain; `G` from [`mh::group_width`], 8 for
+//! dim 64, 32 for dim 256 and up): the lanes load the row's quads side by side, so each load
+//! instruction of the warp touches consecutive addresses (*coalesced*), sum their parts of
+//! `log alpha`, and combine the partial sums with `log2 G` shuffles. A warp holds `32 / G` rows
+//! at once; it works through *tiles* of up to 32 consecutive rows, and a grid-stride loop over
+//! tiles lets any grid cover any batch. [`device`] explains the hardware behind these words.
+//!
+//! # The files, in reading order
+//! - [`device`]: threads, warps, memory and the special function units.
+//! - [`philox_many`]: the simplest kernel — one thread per Philox block, grid-stride.
+//! - [`noise`], [`args`], [`row`], [`feed`] (and `shared_feed` on sm_80): what one step reads
+//!   (random numbers, the buffers), a lane's part of a row, and where a lane's rows come from.
+//! - [`step`]: the single step (register-resident and streamed rows) and [`entries`], its
+//!   entry points.
+//! - [`chain`]: the fused K-step kernel, rows in registers for K steps.
+//! - [`stats`]: the statistics kernel for rows too long for the fused kernel.
+//!
+//! [`mh::group_width`]: crate::mh::group_width
+
+pub mod args;
+pub mod chain;
+pub mod device;
+pub mod entries;
+pub mod feed;
+pub mod noise;
+pub mod philox_many;
+pub mod row;
+#[cfg(target_feature = "sm_80")]
+pub mod shared_feed;
+pub mod stats;
+pub mod step;
+
+use core::arch::nvptx;
+
+/// A panic on the GPU cannot unwind or print; `trap` aborts the kernel, and the host sees the
+/// launch fail (`CUDA_ERROR_ILLEGAL_INSTRUCTION`). The kernels are written so that nothing in
+/// them can panic (raw pointers, no slice indexing).
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` has no preconditions.
+    unsafe { nvptx::trap() }
+}

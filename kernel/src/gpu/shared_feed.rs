@@ -1,0 +1,135 @@
+//! The row feed of the staged step (sm_80 and later): the next row travels into shared memory
+//! by `cp.async` while the lane computes the current one, so it costs no registers.
+
+use core::arch::asm;
+
+use crate::STAGED_WARPS_PER_BLOCK;
+use crate::gpu::args::StepArgs;
+use crate::gpu::device::memory::{
+    copy_async_commit, copy_async_v4, copy_async_wait_for_previous, load_shared_v4, store_shared_v4,
+};
+use crate::gpu::device::thread::{lane_id, thread_idx_x};
+use crate::gpu::feed::RowFeed;
+use crate::gpu::noise::PhiloxNoise;
+use crate::gpu::row::QuadInput;
+use crate::mh::{self, QUAD, WARP_SIZE};
+
+/// Rows loaded ahead into shared memory by asynchronous copies (sm_80 and later), two buffers
+/// per warp: the row being computed and the next one, in flight.
+///
+/// Why: a row of 1024 elements is 8 quads per lane. Held in registers, the row and the next one
+/// loaded ahead took 154 registers and the step ran at 59 % of the copy bandwidth on the H200
+/// (`bench/NOTES.md`); streamed instead (no row held), each row started with a wait for memory
+/// and rejected rows were written twice: 72 %. An asynchronous copy lands in shared memory
+/// without a register and without the lane waiting for it until `cp.async.wait_group`, so the
+/// next row can be in flight for the whole of the current row at no register cost, and a
+/// rejected row is written back from shared memory instead of being re-read from L2.
+///
+/// Each lane copies, and later reads, only its own 16-byte slots (slot `k` of a buffer is
+/// the warp's `k`-th quads side by side, 512 bytes, so a warp's `ld.shared.v4` touches 512
+/// consecutive bytes: no bank conflicts): no other lane touches them, so the lane's own
+/// `cp.async.wait_group` is all the synchronization there is. A buffer is refilled (the copies
+/// for row `r + 2`) only after the lane's last read of it (the write-back of row `r`, whose
+/// stores consume the values read) in program order, so the copies cannot overtake the reads.
+///
+/// Only the in-kernel RNG uses it: caller noise would need its noise staged as well, and it
+/// already runs at 98 % of the copy bandwidth with rows in registers.
+pub(crate) struct SharedFeed<const Q: usize, const G: usize> {
+    /// This lane's slot 0 of buffer 0.
+    pub(crate) base: u32,
+    /// The buffer of the current row, 0 or 1.
+    pub(crate) current: u32,
+    /// How many quads of each row are this lane's (`lane_in_group + G k < quads_per_row`).
+    pub(crate) lane_quads: u32,
+}
+
+impl<const Q: usize, const G: usize> SharedFeed<Q, G> {
+    /// Bytes of one buffer: a row of `Q` quads per lane.
+    pub(crate) const ROW_BYTES: u32 = (Q * WARP_SIZE * 16) as u32;
+
+    /// Declares the block's staging array (a kernel calls this once), finds this lane's slots
+    /// in it, and zeroes the slots of the quads the lane never has (rows shorter than `Q * 32`
+    /// quads): they are computed with the others (see `row_resident`) but never copied, and a
+    /// zero quad against the zero-padded target adds exactly 0.
+    ///
+    /// # Safety
+    /// The block has at most [`STAGED_WARPS_PER_BLOCK`] warps.
+    #[inline(always)]
+    pub(crate) unsafe fn new(args: &StepArgs) -> Self {
+        let base: u32;
+        // SAFETY: declares a block-shared array and takes its address; no memory is touched.
+        unsafe {
+            asm!("{{ .shared .align 16 .b8 fused_mh_staging[{bytes}]; mov.u32 {base}, fused_mh_staging; }}",
+                 bytes = const STAGED_WARPS_PER_BLOCK * 2 * Q * WARP_SIZE * 16,
+                 base = out(reg32) base, options(nostack));
+        }
+        let lane = lane_id();
+        let g = if G > 0 { G } else { mh::group_width(args.dim) };
+        let (n_quads, lane_in_group) = (mh::quads_per_row(args.dim), lane % g);
+        let lane_quads = if lane_in_group < n_quads {
+            ((n_quads - 1 - lane_in_group) / g + 1) as u32
+        } else {
+            0
+        };
+        let warp_in_block = (thread_idx_x() / WARP_SIZE) as u32;
+        let feed = SharedFeed {
+            base: base + warp_in_block * 2 * Self::ROW_BYTES + lane as u32 * 16,
+            current: 1,
+            lane_quads,
+        };
+        for buffer in 0..2 {
+            for k in 0..Q {
+                if k as u32 >= lane_quads {
+                    // SAFETY: the lane's own slot.
+                    unsafe { store_shared_v4(feed.slot(buffer, k), [0.0; 4]) };
+                }
+            }
+        }
+        feed
+    }
+
+    /// This lane's slot for its `k`-th quad in buffer `buffer`.
+    #[inline(always)]
+    pub(crate) fn slot(&self, buffer: u32, k: usize) -> u32 {
+        self.base + buffer * Self::ROW_BYTES + (k * WARP_SIZE * 16) as u32
+    }
+}
+
+impl<const Q: usize, const G: usize> RowFeed<PhiloxNoise, Q> for SharedFeed<Q, G> {
+    const GROUP: usize = G;
+
+    #[inline(always)]
+    unsafe fn load_next<const V4: bool>(
+        &mut self,
+        args: &StepArgs,
+        _noise: &PhiloxNoise,
+        offset: usize,
+        live: bool,
+        lane_in_group: usize,
+        g: usize,
+    ) {
+        self.current ^= 1;
+        let next = self.current ^ 1;
+        // SAFETY (of the pointer arithmetic): inside the row when live; not dereferenced else.
+        let lane_start = args.x.wrapping_add(offset + QUAD * lane_in_group);
+        for k in 0..Q {
+            if live && (k as u32) < self.lane_quads {
+                // SAFETY: the slot is this lane's; quad lane_in_group + g k lies inside the row,
+                // inside x, 16-byte aligned (dim % 4 == 0).
+                unsafe { copy_async_v4(self.slot(next, k), lane_start.wrapping_add(QUAD * g * k)) };
+            }
+        }
+        // One group per row, even an empty one, so that "all groups but the last" is always
+        // exactly the current row.
+        copy_async_commit();
+        copy_async_wait_for_previous();
+    }
+    #[inline(always)]
+    unsafe fn quad(&self, k: usize) -> QuadInput {
+        QuadInput {
+            // SAFETY: the lane's own slot, landed (see `load_next`).
+            x: unsafe { load_shared_v4(self.slot(self.current, k)) },
+            fetched: [0.0; 4],
+        }
+    }
+}

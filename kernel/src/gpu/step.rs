@@ -1,0 +1,333 @@
+//! The single step: one row resident in registers or streamed, and the tile loop.
+
+use crate::gpu::args::{RowSlot, StepArgs, Tile};
+use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
+use crate::gpu::device::warp::{group_sum_loop, shfl_idx};
+use crate::gpu::feed::RowFeed;
+use crate::gpu::noise::{Noise, PhiloxNoise};
+use crate::gpu::row::{QuadInput, propose_quad};
+use crate::mh::{self, WARP_SIZE};
+use crate::rng;
+
+/// One row whose quads fit in registers: at most `Q` quads per lane. The lane's inputs arrive
+/// preloaded in `ahead` (loaded while the previous row computed, see `step_tiles`). The target's
+/// quads are loaded here, from L1: keeping them in registers for the whole launch (a lane owns
+/// the same quads of every row) took 16 more registers, fewer warps fitted on an SM, and the
+/// step ran 7 % slower on the H200. The proposal is computed once, kept, and written if
+/// accepted.
+///
+/// # Safety
+/// `Q >= mh::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
+#[inline(always)]
+pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, const V4: bool>(
+    args: &StepArgs,
+    noise: &N,
+    slot: RowSlot,
+    feed: &F,
+    target: u32,
+) -> bool {
+    let n_quads = mh::quads_per_row(args.dim);
+    let mut ps = [[0.0f32; 4]; Q];
+    let mut partial = 0.0f32;
+    // Loops with a constant trip count, unrolled: the arrays are indexed by constants and stay
+    // in registers (a run-time index would send them to local memory).
+    //
+    // Quad k is computed by every lane as soon as one lane of the warp has it (`k * g <
+    // n_quads`, the same in every lane: no divergence): a lane without it computes a quad of
+    // zeros against a zero target, which adds exactly 0 to its sum (see `stage_target`), and
+    // stores nothing. Cheaper than a branch per lane around each quad.
+    //
+    // (Computing the first two quads always, as the fused kernel does, removes the branches and
+    // 8 % of the instructions here, but ptxas then sank the next row's loads below this
+    // arithmetic and the (1M, 64) step lost 2 to 5 points on the H200: `bench/NOTES.md`,
+    // session 4, tried and dropped.)
+    for k in 0..Q {
+        let q = slot.lane_in_group + k * slot.g;
+        if k * slot.g < n_quads {
+            (ps[k], partial) = propose_quad(
+                args,
+                noise,
+                slot.row,
+                q,
+                // SAFETY: k < Q.
+                unsafe { feed.quad(k) },
+                // SAFETY: q < Q * 32, and `target` is the staged copy.
+                unsafe { StepArgs::shared_target_quad(target, q) },
+                partial,
+            );
+        }
+    }
+    let accept = decide(partial, slot);
+    for k in 0..Q {
+        let q = slot.lane_in_group + k * slot.g;
+        if slot.live && q < n_quads {
+            // SAFETY: k < Q.
+            let out = if accept {
+                ps[k]
+            } else {
+                unsafe { feed.quad(k) }.x
+            };
+            // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
+            unsafe { args.store_x_new::<V4>(slot.offset, q, out) };
+        }
+    }
+    accept
+}
+
+/// Quads a lane of a streamed row has in flight ahead of the one it computes: one 16-byte
+/// load (two with caller noise) each. Measured on the H200 (`bench/NOTES.md`, #15): 2 beat 1
+/// by 3.6 points at (65536, 1024) with in-kernel RNG; 3, 4 and 6 were no better than 2.
+pub(crate) const STREAM_DEPTH: usize = 2;
+
+/// A row of any length, kept nowhere: pass 1 computes each quad's proposal, adds its terms,
+/// and writes it to `x_new` at once (speculatively); after the decision, pass 2 writes `x` back
+/// over the proposal if the row is rejected. The re-read of `x` comes from L1 or L2 (the lane
+/// read it moments before), and the second write of a rejected row meets the first in L2, so
+/// memory sees each element read once and written once, as in the register-resident path, and
+/// the random numbers are drawn once (for rows much longer than 1024 elements L2 no longer holds
+/// them: `bench/NOTES.md`, session 4).
+///
+/// Pass 1 is software-pipelined: the loads of the lane's next [`STREAM_DEPTH`] quads are in
+/// flight while the current quad is computed.
+///
+/// # Safety
+/// `V4` only if `dim % 4 == 0`; see the entry points.
+#[inline(always)]
+pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool>(
+    args: &StepArgs,
+    noise: &N,
+    slot: RowSlot,
+) -> bool {
+    let n_quads = mh::quads_per_row(args.dim);
+    let mut partial = 0.0f32;
+    let mut q = slot.lane_in_group;
+    // The lane's next STREAM_DEPTH quads, loaded ahead: a ring shifted by one each quad (the
+    // indices stay constants, so it lives in registers).
+    let mut ahead = [QuadInput::ZERO; STREAM_DEPTH];
+    for (d, input) in ahead.iter_mut().enumerate() {
+        let qd = q + d * slot.g;
+        if slot.live && qd < n_quads {
+            // SAFETY: a row inside the batch (live) and qd < n_quads.
+            *input = unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, qd) };
+        }
+    }
+    while slot.live && q < n_quads {
+        let input = ahead[0];
+        for d in 1..STREAM_DEPTH {
+            ahead[d - 1] = ahead[d];
+        }
+        let q_next = q + STREAM_DEPTH * slot.g;
+        ahead[STREAM_DEPTH - 1] = if q_next < n_quads {
+            // SAFETY: a row inside the batch and q_next < n_quads.
+            unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, q_next) }
+        } else {
+            QuadInput::ZERO
+        };
+        // SAFETY: q < n_quads.
+        let target = unsafe { args.target_quad::<V4>(q) };
+        let p;
+        (p, partial) = propose_quad(args, noise, slot.row, q, input, target, partial);
+        // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
+        unsafe { args.store_x_new::<V4>(slot.offset, q, p) };
+        q += slot.g;
+    }
+    let accept = decide(partial, slot);
+    let mut q = slot.lane_in_group;
+    while slot.live && !accept && q < n_quads {
+        // Pass 2 in batches: all the batch's loads first, then its stores, so that the lane
+        // waits for one round trip to L2 per batch rather than one per quad.
+        let mut xs = [[0.0f32; 4]; REWRITE_BATCH];
+        for (k, x) in xs.iter_mut().enumerate() {
+            let qk = q + k * slot.g;
+            if qk < n_quads {
+                // SAFETY: a row inside the batch, qk < n_quads.
+                *x = unsafe { args.x_quad::<V4>(slot.offset, qk) };
+            }
+        }
+        for (k, x) in xs.iter().enumerate() {
+            let qk = q + k * slot.g;
+            if qk < n_quads {
+                // SAFETY: a row inside the batch, qk < n_quads, and quad qk is this lane's
+                // alone.
+                unsafe { args.store_x_new::<V4>(slot.offset, qk, *x) };
+            }
+        }
+        q += REWRITE_BATCH * slot.g;
+    }
+    accept
+}
+
+/// Quads per lane that pass 2 of a streamed row reloads before it stores any (see
+/// `row_streaming`). Measured on the H200 (`bench/NOTES.md`, #17): one quad at a time, a
+/// rejected row of 4096 elements waited for 32 round trips to L2 in a row; batches of 4 gave
+/// +6.5 points at (16384, 4096) with in-kernel RNG and +1.6 at (65536, 1024). Batches of 8 took
+/// the streaming kernel from 56 to 103 registers and were slower.
+pub(crate) const REWRITE_BATCH: usize = 4;
+
+/// The group's decision: sum the partials (every lane of the warp must call this), then
+/// `log u < log alpha`. A row past the batch never accepts.
+#[inline(always)]
+pub(crate) fn decide(partial: f32, slot: RowSlot) -> bool {
+    accept_sum(group_sum_loop(partial, slot.g), slot)
+}
+
+/// The decision from the group's summed terms. A row past the batch never accepts.
+#[inline(always)]
+pub(crate) fn accept_sum(sum: f32, slot: RowSlot) -> bool {
+    slot.live && mh::accept(slot.log_u, mh::log_alpha(sum))
+}
+
+/// The body of every entry point.
+///
+/// # Thread mapping
+/// Warps take *tiles* of `tile_rows` consecutive rows (grid-stride: warp `w` of `W` takes tiles
+/// `w, w + W, ...`). At the start of a tile, lane `l < tile_rows` fetches the acceptance uniform
+/// of the tile's row `l` and takes its log (one Philox call or one coalesced load, and one `ln`,
+/// serve up to 32 rows). The warp then walks the tile `32 / G` rows at a time: group `i` of the
+/// warp (lanes `iG .. iG + G`) takes the next row, gets its `log u` from the lane that fetched
+/// it (`shfl.sync.idx`), and does the row (register-resident when `Q > 0`, streamed with
+/// speculative writes when `Q == 0`). With `Q > 0`, the loads of the warp's next row are issued
+/// before the current row is computed, so they travel from memory while it computes (software
+/// pipelining: without it, each warp waited for its loads, and the H200 ran the step at 67 % of
+/// the copy bandwidth).
+///
+/// The bookkeeping is kept cheap because it runs once per row and the row's arithmetic is
+/// only a few hundred instructions per lane: the tile is the unit of 64-bit index arithmetic
+/// ([`Tile::at`]), and rows inside it are counted in 32 bits and reached by adding `dim`.
+///
+/// # Safety
+/// See the entry points.
+#[inline(always)]
+pub(crate) unsafe fn step_tiles<N: Noise, F: RowFeed<N, Q>, const Q: usize, const V4: bool>(
+    args: &StepArgs,
+    noise: &N,
+    mut feed: F,
+) {
+    let g = if F::GROUP > 0 {
+        F::GROUP
+    } else {
+        mh::group_width(args.dim)
+    };
+    let rows_at_once = (WARP_SIZE / g) as u32;
+    let lane = lane_id();
+    let (lane_in_group, group) = (lane % g, (lane / g) as u32);
+    let warps_per_block = block_dim_x() / WARP_SIZE;
+    let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
+    let warps = grid_dim_x() * warps_per_block;
+    let tile_rows = args.tile_rows as u32;
+    let tile_stride = warps * args.tile_rows;
+    // Elements between the rows a group takes one after the other inside a tile, and from a
+    // tile's first row to this group's first row.
+    let row_step = rows_at_once as usize * args.dim;
+    let group_offset = group as usize * args.dim;
+    // Register-resident rows have their inputs loaded one row ahead (by `feed`), and their
+    // target in shared memory.
+    let target = if Q > 0 {
+        // SAFETY: the host picks a resident variant only for rows of at most Q quads per lane,
+        // so at most Q * 32 quads; every thread of the block is here.
+        unsafe { args.stage_target::<Q, V4>() }
+    } else {
+        0
+    };
+
+    let mut tile = Tile::at(args, warp * args.tile_rows);
+    // SAFETY: V4 only when dim % 4 == 0 (the host's choice); a row past the batch loads
+    // nothing.
+    unsafe {
+        feed.load_next::<V4>(
+            args,
+            noise,
+            tile.offset + group_offset,
+            group < tile.rows,
+            lane_in_group,
+            g,
+        )
+    };
+    // `tile.rows` is the same in every lane: the loops below are uniform across the warp, as
+    // the shuffles inside them require.
+    while tile.rows > 0 {
+        // The log of the uniform, so that its cost too is shared by the tile.
+        let tile_log_u = if (lane as u32) < tile.rows {
+            // SAFETY: the row is inside the batch.
+            mh::log_uniform(unsafe { noise.uniform(tile.first_row + lane) })
+        } else {
+            0.0
+        };
+        let mut first = 0u32;
+        let mut offset = tile.offset + group_offset;
+        loop {
+            let in_tile = first + group;
+            let slot = RowSlot {
+                row: tile.row_word(in_tile),
+                offset,
+                live: in_tile < tile.rows,
+                lane_in_group,
+                g,
+                log_u: shfl_idx(tile_log_u, in_tile),
+            };
+            let last_in_tile = first + rows_at_once >= tile_rows;
+            // The warp's next row: the rest of this tile, then the next tile. (Streamed rows,
+            // Q = 0, load nothing ahead; this is then dead code.)
+            let (next_offset, next_live) = if last_in_tile {
+                let next_tile = Tile::at(args, tile.first_row + tile_stride);
+                (next_tile.offset + group_offset, group < next_tile.rows)
+            } else {
+                (offset + row_step, in_tile + rows_at_once < tile.rows)
+            };
+            // SAFETY: as above.
+            unsafe { feed.load_next::<V4>(args, noise, next_offset, next_live, lane_in_group, g) };
+            // SAFETY: forwarded from the entry point's contract; `Q` and `V4` were chosen by
+            // the host from `dim` (see `Variant`).
+            let accept = unsafe {
+                if Q == 0 {
+                    row_streaming::<N, V4>(args, noise, slot)
+                } else {
+                    row_resident::<N, F, Q, V4>(args, noise, slot, &feed, target)
+                }
+            };
+            if slot.live && lane_in_group == 0 {
+                // SAFETY: the row is inside the batch; lane 0 of the group is its flag's only
+                // writer.
+                unsafe { *args.accepted.add(tile.first_row + in_tile as usize) = u8::from(accept) };
+            }
+            if last_in_tile {
+                break;
+            }
+            first += rows_at_once;
+            offset += row_step;
+        }
+        tile = Tile::at(args, tile.first_row + tile_stride);
+    }
+}
+/// The in-kernel-RNG entry points' arguments as the step's inputs.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn rng_step_inputs(
+    x: *const f32,
+    x_new: *mut f32,
+    accepted: *mut u8,
+    mu: *const f32,
+    inv_var: *const f32,
+    batch: u64,
+    dim: u64,
+    step_size: f32,
+    seed: u64,
+    step: u64,
+    tile_rows: u32,
+) -> (StepArgs, PhiloxNoise) {
+    let args = StepArgs {
+        x,
+        x_new,
+        accepted,
+        mu,
+        inv_var,
+        batch: batch as usize,
+        dim: dim as usize,
+        step_size,
+        tile_rows: tile_rows as usize,
+    };
+    let noise = PhiloxNoise {
+        draws: rng::StepDraws::new(rng::key(seed), step),
+    };
+    (args, noise)
+}
