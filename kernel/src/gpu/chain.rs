@@ -21,16 +21,23 @@ use crate::rng;
 /// lanes then hold exactly the group's partial sums, summed as [`group_sum`]'s tree does:
 /// the total ends in the upper half's first lane, which decides for the row
 /// ([`ballot_decision`]). The other lanes return partial values.
+///
+/// # Safety
+/// All 32 lanes of the warp call this together, with the same `g` (a warp collective, see
+/// [`crate::gpu::device::warp`]).
 #[inline(always)]
-pub(crate) fn split_sum(
+pub(crate) unsafe fn split_sum(
     first: f32,
     x: [f32; 4],
     p: [f32; 4],
     target: ([f32; 4], [f32; 4]),
     g: usize,
 ) -> f32 {
-    let chained = mh::add_quad_terms(shfl_xor(first, g as u32), x, p, target.0, target.1);
-    segment_total(chained, g)
+    // SAFETY: the whole warp is here (the contract).
+    unsafe {
+        let chained = mh::add_quad_terms(shfl_xor(first, g as u32), x, p, target.0, target.1);
+        segment_total(chained, g)
+    }
 }
 
 /// The per-run inputs of the fused kernel beyond [`StepArgs`]: the random stream, how many
@@ -181,7 +188,9 @@ pub(crate) unsafe fn chain_rows<
                 live,
                 lane_in_group: lane_in_row,
                 g,
-                log_u: shfl_idx(my_log_u, (group * lanes + in_round) as u32),
+                // SAFETY: every lane of the warp runs this loop (the row loop is uniform:
+                // lanes past the batch take part with `live = false`).
+                log_u: unsafe { shfl_idx(my_log_u, (group * lanes + in_round) as u32) },
             };
             let mut ps = [[0.0f32; 4]; Q];
             let mut partial = 0.0f32;
@@ -207,11 +216,15 @@ pub(crate) unsafe fn chain_rows<
                     *e = draw(k, &draws);
                 }
             }
-            let accept = if SPLIT {
-                let total = split_sum(partial, xs[0], ps[0], first_target, g);
-                ballot_decision(accept_sum(total, slot), decider_bit)
-            } else {
-                accept_sum(group_sum(partial, g), slot)
+            // SAFETY: the whole warp is here, as at the shuffle above; `g` is the same in every
+            // lane (from `dim`).
+            let accept = unsafe {
+                if SPLIT {
+                    let total = split_sum(partial, xs[0], ps[0], first_target, g);
+                    ballot_decision(accept_sum(total, slot), decider_bit)
+                } else {
+                    accept_sum(group_sum(partial, g), slot)
+                }
             };
             if accept {
                 xs = ps;

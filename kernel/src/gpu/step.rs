@@ -57,7 +57,9 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
             );
         }
     }
-    let accept = decide(partial, slot);
+    // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
+    // warp; lanes without a row take part with `live = false`).
+    let accept = unsafe { decide(partial, slot) };
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
@@ -131,7 +133,9 @@ pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool>(
         unsafe { args.store_x_new::<V4>(slot.offset, q, p) };
         q += slot.g;
     }
-    let accept = decide(partial, slot);
+    // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
+    // warp; lanes without a row take part with `live = false`).
+    let accept = unsafe { decide(partial, slot) };
     let mut q = slot.lane_in_group;
     while slot.live && !accept && q < n_quads {
         // Pass 2 in batches: all the batch's loads first, then its stores, so that the lane
@@ -164,11 +168,15 @@ pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool>(
 /// the streaming kernel from 56 to 103 registers and were slower.
 pub(crate) const REWRITE_BATCH: usize = 4;
 
-/// The group's decision: sum the partials (every lane of the warp must call this), then
-/// `log u < log alpha`. A row past the batch never accepts.
+/// The group's decision: sum the partials, then `log u < log alpha`. A row past the batch
+/// never accepts.
+///
+/// # Safety
+/// All 32 lanes of the warp call this together (a warp collective: [`group_sum_loop`]).
 #[inline(always)]
-pub(crate) fn decide(partial: f32, slot: RowSlot) -> bool {
-    accept_sum(group_sum_loop(partial, slot.g), slot)
+pub(crate) unsafe fn decide(partial: f32, slot: RowSlot) -> bool {
+    // SAFETY: the whole warp is here (the contract); `slot.g` is the same in every lane.
+    accept_sum(unsafe { group_sum_loop(partial, slot.g) }, slot)
 }
 
 /// The decision from the group's summed terms. A row past the batch never accepts.
@@ -263,7 +271,9 @@ pub(crate) unsafe fn step_tiles<N: Noise, F: RowFeed<N, Q>, const Q: usize, cons
                 live: in_tile < tile.rows,
                 lane_in_group,
                 g,
-                log_u: shfl_idx(tile_log_u, in_tile),
+                // SAFETY: every lane of the warp runs this loop: its bounds (`tile_rows`,
+                // `rows_at_once`) are the same in every lane.
+                log_u: unsafe { shfl_idx(tile_log_u, in_tile) },
             };
             let last_in_tile = first + rows_at_once >= tile_rows;
             // The warp's next row: the rest of this tile, then the next tile. (Streamed rows,

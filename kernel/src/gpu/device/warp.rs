@@ -1,20 +1,30 @@
 //! Warp collectives: shuffles, a vote, and the group sums built from them.
+//!
+//! Each is an `unsafe fn` for the same reason: the instruction names the lanes that take part
+//! (all 32: the member mask `0xffffffff`), and its result is undefined unless every one of them
+//! executes it together. A lane that has exited, or is on the other side of a branch, breaks
+//! it for the whole warp. The kernels reach every collective with the whole warp: the loops
+//! around them are uniform across the warp, and lanes with no row to work on still go round.
+//!
+//! # Safety (every function here)
+//! All 32 lanes of the warp call it together, with the same `g`, `width` or `OFFSET`.
+
+use core::arch::asm;
 
 use crate::mh::WARP_SIZE;
-use core::arch::asm;
 
 /// The value of `v` held by lane `src_lane` (`shfl.sync.idx.b32`): a broadcast when every lane
 /// names the same source, a gather otherwise.
 ///
-/// All 32 lanes of the warp must execute this call together (the member mask is
-/// `0xffffffff`); if some lane has exited or is on another branch, the result is undefined.
-/// Callers here reach every shuffle with the whole warp: the loops around them are uniform
-/// across the warp, and lanes with no row to work on still take part. The same holds for the
-/// shuffles of [`group_sum`].
+/// Example: lane `l` passes `10 * l` and `src_lane = 3`: every lane gets 30.
+///
+/// # Safety
+/// All 32 lanes of the warp execute this call together (the member mask is `0xffffffff`); if
+/// some lane has exited or is on another branch, the result is undefined.
 #[inline(always)]
-pub(crate) fn shfl_idx(v: f32, src_lane: u32) -> f32 {
+pub(crate) unsafe fn shfl_idx(v: f32, src_lane: u32) -> f32 {
     let out: f32;
-    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    // SAFETY: a register exchange among the warp's lanes; all 32 take part (the contract).
     unsafe {
         asm!("shfl.sync.idx.b32 {out}, {v}, {s}, 0x1f, 0xffffffff;",
              out = out(reg32) out, v = in(reg32) v, s = in(reg32) src_lane,
@@ -23,12 +33,16 @@ pub(crate) fn shfl_idx(v: f32, src_lane: u32) -> f32 {
     out
 }
 
-/// The value of `v` held by lane `lane ^ lane_mask` (`shfl.sync.bfly.b32`). Same rules as
-/// [`shfl_idx`].
+/// The value of `v` held by lane `lane ^ lane_mask` (`shfl.sync.bfly.b32`).
+///
+/// Example: `lane_mask = 1` swaps the values of lanes 0 and 1, 2 and 3, and so on.
+///
+/// # Safety
+/// As [`shfl_idx`].
 #[inline(always)]
-pub(crate) fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
+pub(crate) unsafe fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
     let out: f32;
-    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    // SAFETY: a register exchange among the warp's lanes; all 32 take part (the contract).
     unsafe {
         asm!("shfl.sync.bfly.b32 {out}, {v}, {m}, 0x1f, 0xffffffff;",
              out = out(reg32) out, v = in(reg32) v, m = in(reg32) lane_mask,
@@ -62,33 +76,47 @@ pub(crate) fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
 /// in a row, against 30 instructions and 5 shuffles for the butterfly with a compare and a
 /// select per level that it replaced (`bench/NOTES.md`, fused F5).
 ///
-/// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
+/// # Safety
+/// All 32 lanes of the warp call this together, with the same `g` (see [`shfl_idx`]).
 #[inline(always)]
-pub(crate) fn group_sum(v: f32, g: usize) -> f32 {
-    broadcast_in_segments(segment_total(v, g), 0, g)
+pub(crate) unsafe fn group_sum(v: f32, g: usize) -> f32 {
+    // SAFETY: the whole warp is here (the contract).
+    unsafe { broadcast_in_segments(segment_total(v, g), 0, g) }
 }
 
 /// The tree of [`group_sum`]: the sum over each segment of `g` lanes, in the segment's first
 /// lane (the other lanes hold partial sums).
+///
+/// # Safety
+/// As [`group_sum`].
 #[inline(always)]
-pub(crate) fn segment_total(v: f32, g: usize) -> f32 {
+pub(crate) unsafe fn segment_total(v: f32, g: usize) -> f32 {
     let seg = segments(g);
     let mut v = v;
-    if g > 8 {
-        v = add_from_lane_below::<8>(add_from_lane_below::<16>(v, seg), seg);
+    // SAFETY: the whole warp is here (the contract); `g` is the same in every lane, so the
+    // branch is uniform.
+    unsafe {
+        if g > 8 {
+            v = add_from_lane_below::<8>(add_from_lane_below::<16>(v, seg), seg);
+        }
+        add_from_lane_below::<1>(
+            add_from_lane_below::<2>(add_from_lane_below::<4>(v, seg), seg),
+            seg,
+        )
     }
-    add_from_lane_below::<1>(
-        add_from_lane_below::<2>(add_from_lane_below::<4>(v, seg), seg),
-        seg,
-    )
 }
 
 /// Every lane gets `v` from lane `src` of its segment of `width` lanes (`shfl.sync.idx` with
 /// the segment operand).
+///
+/// Example: `width = 8`, `src = 0`: lanes 0..8 get lane 0's value, lanes 8..16 lane 8's.
+///
+/// # Safety
+/// As [`shfl_idx`], with the same `width` in every lane.
 #[inline(always)]
-pub(crate) fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f32 {
+pub(crate) unsafe fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f32 {
     let out: f32;
-    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part.
+    // SAFETY: a register exchange among the warp's lanes; all 32 take part (the contract).
     unsafe {
         asm!("shfl.sync.idx.b32 {out}, {v}, {s}, {c}, 0xffffffff;",
              out = out(reg32) out, v = in(reg32) v, s = in(reg32) src, c = in(reg32) segments(width),
@@ -102,11 +130,12 @@ pub(crate) fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f32 {
 /// is quicker than a shuffle of the total: (4096, 64) fused went from 0.507 to 0.492 µs per
 /// step on the H200 (`bench/NOTES.md`, fused F6).
 ///
-/// All 32 lanes of the warp must call this together (see [`shfl_idx`]).
+/// # Safety
+/// As [`shfl_idx`].
 #[inline(always)]
-pub(crate) fn ballot_decision(mine: bool, decider_bit: u32) -> bool {
+pub(crate) unsafe fn ballot_decision(mine: bool, decider_bit: u32) -> bool {
     let ballot: u32;
-    // SAFETY: a vote among the warp's lanes; all 32 lanes take part.
+    // SAFETY: a vote among the warp's lanes; all 32 take part (the contract).
     unsafe {
         asm!("{{ .reg .pred p; setp.ne.u32 p, {m}, 0; vote.sync.ballot.b32 {b}, p, 0xffffffff; }}",
              m = in(reg32) u32::from(mine), b = out(reg32) ballot, options(nomem, nostack));
@@ -119,12 +148,17 @@ pub(crate) fn ballot_decision(mine: bool, decider_bit: u32) -> bool {
 /// the in-kernel-RNG step where the straight-line [`group_sum`] took 79 — seven blocks of 128
 /// threads per SM instead of six, which the memory-bound step needs more than the few
 /// instructions saved.
+///
+/// # Safety
+/// As [`group_sum`].
 #[inline(always)]
-pub(crate) fn group_sum_loop(v: f32, g: usize) -> f32 {
+pub(crate) unsafe fn group_sum_loop(v: f32, g: usize) -> f32 {
     let mut v = v;
     let mut offset = g as u32 / 2;
     while offset > 0 {
-        v += shfl_xor(v, offset);
+        // SAFETY: the whole warp is here (the contract), and the loop is uniform: `g` is the
+        // same in every lane.
+        v += unsafe { shfl_xor(v, offset) };
         offset /= 2;
     }
     v
@@ -150,11 +184,14 @@ pub(crate) fn segments(g: usize) -> u32 {
 
 /// One level of [`group_sum`]: `v` plus lane `lane + OFFSET`'s `v` where that lane is in this
 /// lane's segment (`seg`, from [`segments`]), `v` unchanged elsewhere.
+///
+/// # Safety
+/// As [`shfl_idx`], with the same `seg` in every lane.
 #[inline(always)]
-pub(crate) fn add_from_lane_below<const OFFSET: u32>(v: f32, seg: u32) -> f32 {
+pub(crate) unsafe fn add_from_lane_below<const OFFSET: u32>(v: f32, seg: u32) -> f32 {
     let mut v = v;
-    // SAFETY: a register exchange among the warp's lanes; all 32 lanes take part (see
-    // `shfl_idx`). The predicate and the temporary are local to the braces.
+    // SAFETY: a register exchange among the warp's lanes; all 32 take part (the contract).
+    // The predicate and the temporary are local to the braces.
     unsafe {
         asm!("{{ .reg .pred p; .reg .f32 t;",
              "shfl.sync.down.b32 t|p, {v}, {o}, {c}, 0xffffffff;",
