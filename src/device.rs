@@ -10,6 +10,7 @@
 //! 4. Reading results back ([`DeviceChains::x`], [`DeviceChains::accepted`]) waits for the
 //!    stream to finish the work before it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cudarc::driver::sys::CUresult;
@@ -18,12 +19,9 @@ use cudarc::driver::{
     LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
-use fused_mh_kernel::mh::{self, WARP_SIZE};
 use fused_mh_kernel::philox::{Ctr, Key};
-use fused_mh_kernel::{
-    PHILOX4X32_10_MANY, STAGED_ENTRY_POINTS, STAGED_WARPS_PER_BLOCK, Variant, staged_entry_point,
-};
 
+use crate::dispatch::{self, Launch, Randomness};
 use crate::error::{Error, Result};
 use crate::problem::{
     Shape, StepConfig, Target, check_len, check_noise, check_step_size, check_target_dim,
@@ -36,34 +34,6 @@ pub use chain::{
     TraceChunk,
 };
 
-/// Threads per block for the caller-noise step and the small utility kernels: 8 warps. A
-/// multiple of 32, as the kernels require.
-pub const THREADS_PER_BLOCK: u32 = 256;
-/// Threads per block for the kernels that draw their random numbers (the in-kernel-RNG step
-/// and the fused K-step kernel): 4 warps. Their 70-odd registers per thread let 3 blocks of
-/// 256 (24 warps) or 7 blocks of 128 (28 warps) onto an SM; measured on the H200, 128 ran the
-/// (1048576, 64) step at 86.8 % of copy bandwidth against 84.7 %, and the fused (65536, 1024)
-/// at 102 µs per step against 118. Caller noise (80 registers) lost 1.7 points with 128 and
-/// keeps 256.
-pub const RNG_THREADS_PER_BLOCK: u32 = 128;
-// The staged steps' shared arrays are sized for blocks of this many warps.
-const _: () = assert!(RNG_THREADS_PER_BLOCK as usize == STAGED_WARPS_PER_BLOCK * WARP_SIZE);
-/// Blocks launched per SM at most; more rows than that are covered by the kernels' grid-stride
-/// loop. 32 blocks of 128 or 256 threads are 2x or 4x what one SM holds at once (2048
-/// threads), enough to keep every SM fed through the launch's tail.
-const MAX_BLOCKS_PER_SM: u32 = 32;
-/// Warps per SM a small batch should still give, when the tile size can be cut to reach it
-/// (see [`Gpu::layout`]).
-const MIN_WARPS_PER_SM: usize = 32;
-/// Elements per warp tile of the staged step (see [`Gpu::staged_layout`]).
-const STAGED_TILE_ELEMENTS: usize = 2048;
-
-/// The two entry points of one [`Variant`].
-struct StepKernels {
-    rng: CudaFunction,
-    caller_noise: CudaFunction,
-}
-
 /// Where a launch's random numbers come from.
 enum Draws<'a> {
     Philox { seed: u64, step: u64 },
@@ -75,12 +45,8 @@ pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     _module: Arc<CudaModule>,
-    /// Indexed like [`Variant::ALL`].
-    kernels: Vec<StepKernels>,
-    philox_many: CudaFunction,
-    /// [`STAGED_ENTRY_POINTS`] where the loaded module has them (the newer one), else empty.
-    staged: Vec<CudaFunction>,
-    chain: chain::ChainKernels,
+    /// Every entry point of the loaded module, by name ([`crate::dispatch`] chooses).
+    functions: HashMap<&'static str, CudaFunction>,
     name: String,
     ptx_target: &'static str,
     sms: usize,
@@ -145,32 +111,16 @@ impl Gpu {
         let sms = ctx.attribute(
             cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
         )?;
-        let kernels = Variant::ALL
-            .iter()
-            .map(|v| {
-                let (rng, caller_noise) = v.entry_points();
-                Ok(StepKernels {
-                    rng: module.load_function(rng)?,
-                    caller_noise: module.load_function(caller_noise)?,
-                })
-            })
+        // Every `.entry` of the module: the dispatch's names are looked up here.
+        let functions = ptx
+            .text
+            .split(".entry ")
+            .skip(1)
+            .filter_map(|rest| rest.split('(').next())
+            .map(|name| Ok((name, module.load_function(name)?)))
             .collect::<Result<_>>()?;
         Ok(Self {
-            kernels,
-            philox_many: module.load_function(PHILOX4X32_10_MANY)?,
-            // Only the newer module has them (`lib.rs` tests which has what).
-            staged: if ptx
-                .text
-                .contains(&format!(".entry {}(", STAGED_ENTRY_POINTS[0]))
-            {
-                STAGED_ENTRY_POINTS
-                    .iter()
-                    .map(|name| module.load_function(name))
-                    .collect::<Result<_, _>>()?
-            } else {
-                Vec::new()
-            },
-            chain: chain::ChainKernels::load(&module)?,
+            functions,
             _module: module,
             name: ctx.name()?,
             ptx_target: ptx.target,
@@ -274,47 +224,17 @@ impl Gpu {
         })
     }
 
-    fn max_blocks(&self) -> u64 {
-        (self.sms as u64) * u64::from(MAX_BLOCKS_PER_SM)
-    }
-
-    /// The launch for a batch: the grid, and the rows per warp tile.
-    ///
-    /// A warp works through tiles of `tile_rows` consecutive rows (see the kernel crate's `gpu`
-    /// module). 32-row tiles let one Philox call (or one load) per lane fetch the uniforms of a
-    /// whole tile; but a small batch in 32-row tiles would leave most SMs idle, so the tile is
-    /// halved (down to the rows a warp holds at once, `32 / G`) until there are
-    /// [`MIN_WARPS_PER_SM`] warps per SM. The results do not depend on this choice.
-    fn layout(&self, shape: Shape, threads: u32) -> (LaunchConfig, u32) {
-        let rows_at_once = WARP_SIZE / mh::group_width(shape.dim());
-        let want_warps = self.sms * MIN_WARPS_PER_SM;
-        let mut tile_rows = WARP_SIZE;
-        while tile_rows > rows_at_once && shape.batch().div_ceil(tile_rows) < want_warps {
-            tile_rows /= 2;
+    /// What [`crate::dispatch`] needs to know of this GPU.
+    fn device(&self) -> dispatch::Device {
+        dispatch::Device {
+            sms: self.sms,
+            staged: self.functions.contains_key("mh_step_staged_q2_v4"),
         }
-        let warps = shape.batch().div_ceil(tile_rows) as u64;
-        let warps_per_block = u64::from(threads) / WARP_SIZE as u64;
-        let blocks = warps.div_ceil(warps_per_block).min(self.max_blocks());
-        (grid_1d(blocks as u32, threads), tile_rows as u32)
     }
 
-    /// The launch of the longer staged step (`mh_step_staged_q8_v4`): blocks of
-    /// [`STAGED_WARPS_PER_BLOCK`] warps (its shared array is sized for them), and tiles of about
-    /// [`STAGED_TILE_ELEMENTS`] elements, so that a block lives for a few rows only: measured on
-    /// the H200 at (65536, 1024), tiles of 8 rows (the general rule of [`Gpu::layout`]) ran at
-    /// 87 % of the copy bandwidth, 4 rows at 91 %, 2 rows at 93 %, and at (131072, 512) 86, 91
-    /// and 88 % (`bench/NOTES.md`, session 5, S6). Short-lived blocks spread the launch's last rows
-    /// evenly over the SMs.
-    fn staged_layout(&self, shape: Shape) -> (LaunchConfig, u32) {
-        let threads = (STAGED_WARPS_PER_BLOCK * WARP_SIZE) as u32;
-        let tile = (STAGED_TILE_ELEMENTS / shape.dim()).clamp(1, WARP_SIZE);
-        // A power of two, as the kernel's tile loop requires.
-        let tile_rows = 1 << tile.ilog2();
-        let warps = shape.batch().div_ceil(tile_rows) as u64;
-        let blocks = warps
-            .div_ceil(STAGED_WARPS_PER_BLOCK as u64)
-            .min(self.max_blocks());
-        (grid_1d(blocks as u32, threads), tile_rows as u32)
+    /// The loaded entry point `name`.
+    fn function(&self, name: &'static str) -> Result<&CudaFunction> {
+        self.functions.get(name).ok_or(Error::MissingKernel(name))
     }
 
     /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel from
@@ -365,31 +285,14 @@ impl Gpu {
     ) -> Result<()> {
         target.check_shape(chains.shape)?;
         let shape = chains.shape;
-        let variant = Variant::for_step(shape.dim(), matches!(draws, Draws::Caller(_)));
-        let kernels = &self.kernels[variant.index()];
-        let threads = match draws {
-            Draws::Philox { .. } => RNG_THREADS_PER_BLOCK,
-            Draws::Caller(_) => THREADS_PER_BLOCK,
+        let randomness = match draws {
+            Draws::Philox { .. } => Randomness::InKernel,
+            Draws::Caller(_) => Randomness::Caller,
         };
-        // The staged steps where the module has them: the same results, faster (see the kernel
-        // crate's `STAGED_ENTRY_POINTS`).
-        let staged = match draws {
-            Draws::Philox { .. } => {
-                staged_entry_point(shape.dim()).and_then(|i| self.staged.get(i).map(|f| (i, f)))
-            }
-            Draws::Caller(_) => None,
-        };
-        let (config, tile_rows) = match staged {
-            // Index 1: the one-warp-per-row kernel, `mh_step_staged_q8_v4`.
-            Some((1, _)) => self.staged_layout(shape),
-            _ => self.layout(shape, threads),
-        };
+        let chosen = dispatch::step(shape, randomness, self.device());
+        let function = self.function(chosen.entry)?;
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
-        let function = match (&draws, staged) {
-            (_, Some((_, f))) => f,
-            (Draws::Philox { .. }, None) => &kernels.rng,
-            (Draws::Caller(_), None) => &kernels.caller_noise,
-        };
+        let tile_rows = chosen.tile_rows;
         let mut launch = self.stream.launch_builder(function);
         launch
             .arg(&chains.x)
@@ -409,10 +312,11 @@ impl Gpu {
         // holds batch bytes, mu and inv_var hold dim floats (checked above), caller noise was
         // uploaded for this very shape (checked by the caller); x_next and accepted are the
         // only buffers written, and they are allocations distinct from every input. Shape
-        // guarantees 1 <= batch <= 2^32 and 1 <= dim < 2^32; `Variant::for_step` picks a
-        // variant whose registers hold the row; `layout` gives a power-of-two tile between
-        // 32 / G and 32 rows and a block of 128 or 256 threads, a multiple of 32.
-        unsafe { launch.launch(config) }?;
+        // guarantees 1 <= batch <= 2^32 and 1 <= dim < 2^32; `dispatch::step` picks a kernel
+        // whose registers hold the row, a power-of-two tile between 32 / G and 32 rows, and a
+        // block of 128 or 256 threads (a multiple of 32; 128 for the staged steps, whose shared
+        // arrays are sized for 4 warps).
+        unsafe { launch.launch(grid(chosen)) }?;
         chains.swap();
         Ok(())
     }
@@ -428,14 +332,12 @@ impl Gpu {
         let key_dev = self.upload("key", key.as_flattened())?;
         let mut out_dev = self.alloc::<u32>("philox output", 4 * ctr.len())?;
         let n = ctr.len() as u64;
-        let mut launch = self.stream.launch_builder(&self.philox_many);
+        let chosen = dispatch::philox_many(n, self.device());
+        let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
         launch.arg(&ctr_dev).arg(&key_dev).arg(&mut out_dev).arg(&n);
-        let blocks = n
-            .div_ceil(u64::from(THREADS_PER_BLOCK))
-            .min(self.max_blocks()) as u32;
         // SAFETY: `philox4x32_10_many(ctr: *const u32, key: *const u32, out: *mut u32, n: u64)`;
         // ctr and out hold 4n words, key 2n; only out is written.
-        unsafe { launch.launch(grid_1d(blocks, THREADS_PER_BLOCK)) }?;
+        unsafe { launch.launch(grid(chosen)) }?;
         let out = self.stream.clone_dtoh(&out_dev)?;
         Ok(out.as_chunks::<4>().0.to_vec())
     }
@@ -451,11 +353,11 @@ fn compute_capability(ctx: &CudaContext) -> Result<u32> {
     Ok((10 * major + minor).max(0) as u32)
 }
 
-/// A one-dimensional launch of `blocks` blocks of [`THREADS_PER_BLOCK`] threads.
-fn grid_1d(blocks: u32, threads: u32) -> LaunchConfig {
+/// The one-dimensional grid of a [`Launch`].
+fn grid(launch: Launch) -> LaunchConfig {
     LaunchConfig {
-        grid_dim: (blocks.max(1), 1, 1),
-        block_dim: (threads, 1, 1),
+        grid_dim: (launch.blocks.max(1), 1, 1),
+        block_dim: (launch.threads, 1, 1),
         shared_mem_bytes: 0,
     }
 }

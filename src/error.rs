@@ -133,6 +133,10 @@ pub enum Error {
         /// The device's, as `10 * major + minor`.
         capability: u32,
     },
+    /// The loaded PTX module lacks an entry point that [`crate::dispatch`] chose (a build
+    /// whose kernels and host disagree; a test checks they cannot).
+    #[error("the loaded kernels have no entry point {0}")]
+    MissingKernel(&'static str),
     /// An allocation the device could not satisfy.
     #[error("the GPU is out of memory: could not allocate {bytes} bytes for {what}")]
     OutOfMemory {

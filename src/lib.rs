@@ -30,15 +30,16 @@
 
 pub mod cpu;
 mod device;
+pub mod dispatch;
 mod error;
 pub mod host_memory;
 mod problem;
 
 pub use device::{
     COUNT_FOLD_STEPS, ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu,
-    MAX_ELEMENT_STEPS_PER_LAUNCH, RNG_THREADS_PER_BLOCK, RunPlan, THREADS_PER_BLOCK,
-    TRACE_BUFFER_BYTES, TraceChunk,
+    MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk,
 };
+pub use dispatch::{RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK};
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;
 pub use problem::{MAX_SQUARED_DISTANCE, Shape, StepConfig, Target};
@@ -67,7 +68,7 @@ impl PtxModule {
 /// The kernels compiled by `build.rs` from `kernel/` and embedded here, oldest target first:
 /// - `sm_70`, the portable module: every GPU from Volta on;
 /// - `sm_80` (or `FUSED_MH_PTX_ARCH` at build time): the same kernels, plus those that use
-///   instructions from Ampere on ([`kernel::STAGED_ENTRY_POINTS`]).
+///   instructions from Ampere on (the staged steps, `mh_step_staged_*`).
 ///
 /// [`Gpu::open`] loads the newest module the GPU can run.
 pub const PTX_MODULES: [PtxModule; 2] = [
@@ -85,25 +86,12 @@ pub const PTX_MODULES: [PtxModule; 2] = [
 mod tests {
     use super::*;
 
-    /// Every entry point the host loads is in each PTX module (a missing one would make
-    /// `Gpu::open` fail on every GPU), and the staged kernel in the newer one only.
+    /// The staged kernels (`cp.async`) are in the newer module only, and each module names
+    /// the compute capability it needs. (That every name the dispatch chooses is in the
+    /// module it chooses it for: `dispatch::tests`.)
     #[test]
-    fn ptx_has_every_entry_point() {
-        let names = kernel::ENTRY_POINTS
-            .iter()
-            .flat_map(|(a, b)| [*a, *b])
-            .chain(kernel::FUSED_ENTRY_POINTS)
-            .chain([kernel::PHILOX4X32_10_MANY, kernel::CHAIN_STATS_UPDATE]);
-        for name in names {
-            for module in PTX_MODULES {
-                assert!(
-                    module.text.contains(&format!(".entry {name}(")),
-                    "{name} is not in the {} PTX",
-                    module.target
-                );
-            }
-        }
-        for name in kernel::STAGED_ENTRY_POINTS {
+    fn staged_kernels_only_in_the_newer_module() {
+        for name in ["mh_step_staged_q2_v4", "mh_step_staged_q8_v4"] {
             let entry = format!(".entry {name}(");
             assert!(!PTX_MODULES[0].text.contains(&entry));
             assert!(PTX_MODULES[1].text.contains(&entry));
@@ -172,7 +160,7 @@ mod tests {
                     .matches(".shared .align 16 .b8 fused_mh_staging[")
                     .count();
                 assert!(
-                    staging == usize::from(kernel::STAGED_ENTRY_POINTS.contains(&name)),
+                    staging == usize::from(name.starts_with("mh_step_staged_")),
                     "{name} declares {staging} row staging arrays"
                 );
             }

@@ -14,11 +14,9 @@
 //! the same API.
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
-use fused_mh_kernel::{
-    CHAIN_STATS_UPDATE, FUSED_ENTRY_POINTS, fused_entry_point, fused_lanes_per_row, mh,
-};
 
-use super::{Draws, Gpu, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, grid_1d};
+use super::{Draws, Gpu, grid};
+use crate::dispatch::{self, Launch};
 use crate::error::{Error, Result};
 use crate::{DeviceChains, DeviceTarget, Shape, StepConfig};
 
@@ -29,31 +27,6 @@ pub const MAX_ELEMENT_STEPS_PER_LAUNCH: u64 = 1 << 34;
 
 /// The most bytes of thinned states held on the GPU between copies to the host.
 pub const TRACE_BUFFER_BYTES: usize = 256 << 20;
-
-/// Below this many warps per SM (four per scheduler) with one lane group per row, the fused
-/// kernel spreads each row over twice the lanes (`mh_chain_split*`): the step is a chain of
-/// dependent latencies (Philox rounds, shuffles), and with two warps per scheduler the H200
-/// issued on half of its cycles (`bench/NOTES.md`, fused F6). The results do not depend on it.
-const SPLIT_BELOW_WARPS_PER_SM: u64 = 16;
-
-/// The kernels of [`Gpu::run`], loaded by [`Gpu::open`].
-pub(super) struct ChainKernels {
-    /// Indexed by [`fused_entry_point`].
-    fused: Vec<cudarc::driver::CudaFunction>,
-    stats_update: cudarc::driver::CudaFunction,
-}
-
-impl ChainKernels {
-    pub(super) fn load(module: &std::sync::Arc<cudarc::driver::CudaModule>) -> Result<Self> {
-        Ok(Self {
-            fused: FUSED_ENTRY_POINTS
-                .iter()
-                .map(|name| Ok(module.load_function(name)?))
-                .collect::<Result<_>>()?,
-            stats_update: module.load_function(CHAIN_STATS_UPDATE)?,
-        })
-    }
-}
 
 /// Per-chain statistics of a run, on the GPU: always the accepted-step count of each chain;
 /// optionally (chosen at creation) the running mean and variance of each chain and coordinate.
@@ -363,17 +336,8 @@ impl Gpu {
             stats.fold_counts()?;
         }
         stats.unfolded_steps += u64::from(steps);
-        let shape = chains.shape;
-        // Small batches fill too few warps to hide the step's latencies: split the rows over
-        // twice the lanes when one lane group per row would leave fewer than
-        // SPLIT_BELOW_WARPS_PER_SM warps per SM.
-        let group_warps = shape
-            .batch()
-            .div_ceil(mh::WARP_SIZE / mh::group_width(shape.dim()))
-            as u64;
-        let split = group_warps < SPLIT_BELOW_WARPS_PER_SM * self.sms as u64;
-        match fused_entry_point(shape.dim(), stats.moments.is_some(), split) {
-            Some(index) => self.launch_fused(index, chains, target, config, steps, stats, trace),
+        match dispatch::fused(chains.shape, stats.moments.is_some(), self.device()) {
+            Some(chosen) => self.launch_fused(chosen, chains, target, config, steps, stats, trace),
             None => self.single_steps(chains, target, config, steps, stats, trace),
         }
     }
@@ -381,7 +345,7 @@ impl Gpu {
     #[allow(clippy::too_many_arguments)]
     fn launch_fused(
         &self,
-        index: usize,
+        chosen: Launch,
         chains: &mut DeviceChains,
         target: &DeviceTarget,
         config: &StepConfig,
@@ -391,14 +355,10 @@ impl Gpu {
     ) -> Result<()> {
         let shape = chains.shape;
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
-        let rows_at_once = (mh::WARP_SIZE / fused_lanes_per_row(index, shape.dim())) as u64;
-        let warps = batch.div_ceil(rows_at_once);
-        let warps_per_block = u64::from(RNG_THREADS_PER_BLOCK) / mh::WARP_SIZE as u64;
-        let blocks = warps.div_ceil(warps_per_block).min(self.max_blocks()) as u32;
         let null = 0u64;
         let (seed, first_step) = (config.seed(), chains.step);
         let step_size = config.step_size();
-        let mut launch = self.stream.launch_builder(&self.chain.fused[index]);
+        let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
         launch.arg(&mut chains.x).arg(&mut stats.accepted);
         launch.arg(&target.mu).arg(&target.inv_var);
         launch.arg(&batch).arg(&dim).arg(&step_size);
@@ -431,9 +391,9 @@ impl Gpu {
         // m2 batch*dim f64 when the `_stats` kernel is chosen (it is chosen exactly when they
         // exist), null otherwise and then never read; the trace view starts at the first free
         // slot and `run` sized the launch so that its saves fit the free slots (thin = 0:
-        // null, never written). `fused_entry_point` chose a kernel whose registers hold the
+        // null, never written). `dispatch::fused` chose a kernel whose registers hold the
         // row; blocks of 128 threads, a multiple of 32.
-        unsafe { launch.launch(grid_1d(blocks, RNG_THREADS_PER_BLOCK)) }?;
+        unsafe { launch.launch(grid(chosen)) }?;
         chains.step += u64::from(steps);
         stats.steps += u64::from(steps);
         Ok(())
@@ -453,9 +413,7 @@ impl Gpu {
         let shape = chains.shape;
         let len = shape.len();
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
-        let blocks = (len as u64)
-            .div_ceil(u64::from(THREADS_PER_BLOCK))
-            .min(self.max_blocks()) as u32;
+        let update = dispatch::stats_update(shape, self.device());
         let null = 0u64;
         for j in 0..steps {
             let draws = Draws::Philox {
@@ -465,7 +423,7 @@ impl Gpu {
             self.launch_step(chains, target, config.step_size(), draws)?;
             chains.step += 1;
             let moments = u32::from(stats.moments.is_some());
-            let mut launch = self.stream.launch_builder(&self.chain.stats_update);
+            let mut launch = self.stream.launch_builder(self.function(update.entry)?);
             launch
                 .arg(&chains.x)
                 .arg(&chains.accepted)
@@ -480,7 +438,7 @@ impl Gpu {
             // stats_n: u64, moments: u32)`: x holds batch*dim floats, accepted batch bytes,
             // accepted_count batch u32, mean and m2 batch*dim f64 when moments = 1 (null and
             // never touched when 0).
-            unsafe { launch.launch(grid_1d(blocks, THREADS_PER_BLOCK)) }?;
+            unsafe { launch.launch(grid(update)) }?;
             stats.steps += 1;
             if let Some(t) = &mut trace
                 && j >= t.first

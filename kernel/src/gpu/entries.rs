@@ -1,4 +1,5 @@
-//! The single step's entry points, one pair per `Variant`, and the staged ones (sm_80).
+//! The single step's entry points: in-kernel random numbers, the caller's, and the staged ones
+//! (sm_80). Which one runs a launch is the host's `dispatch::step`.
 
 #[cfg(target_feature = "sm_80")]
 use crate::MAX_STAGED_QUADS_PER_LANE;
@@ -12,10 +13,10 @@ use crate::mh;
 #[cfg(target_feature = "sm_80")]
 use crate::mh::WARP_SIZE;
 
-/// Defines the two entry points of one [`crate::Variant`]: `Q` quads per lane kept in registers
-/// (0: none, the row is streamed), `V4` for 16-byte loads (`dim % 4 == 0`).
-macro_rules! entry_points {
-    ($q:expr, $v4:literal, $rng:ident, $noise:ident) => {
+/// Defines a single step with random numbers drawn in the kernel: `Q` quads per lane kept in
+/// registers (0: none, the row is streamed), `V4` for 16-byte loads (`dim % 4 == 0`).
+macro_rules! rng_entry_point {
+    ($q:expr, $v4:literal, $rng:ident) => {
         /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel.
         ///
         /// # Parameters
@@ -58,16 +59,21 @@ macro_rules! entry_points {
             // SAFETY: forwarded from this function's contract.
             unsafe { step_tiles::<_, _, { $q }, $v4>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY) }
         }
+    };
+}
 
+/// Defines a single step with the caller's random numbers (`Q` and `V4` as above).
+macro_rules! caller_noise_entry_point {
+    ($q:expr, $v4:literal, $noise:ident) => {
         /// One Metropolis–Hastings step of every chain, with the caller's random numbers.
         ///
         /// # Parameters
-        /// As the in-kernel variant, with `noise`: `[batch, dim]` f32 standard normals and
+        /// As the in-kernel-RNG steps, with `noise`: `[batch, dim]` f32 standard normals and
         /// `uniform`: `[batch]` f32 uniforms on `[0, 1)` in place of the seed and step, then
         /// `tile_rows`.
         ///
         /// # Safety
-        /// As the in-kernel variant, and `noise`, `uniform` hold `batch * dim` and `batch` floats.
+        /// As the in-kernel-RNG steps, and `noise`, `uniform` hold `batch * dim` and `batch` floats.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $noise(
             x: *const f32,
@@ -101,52 +107,51 @@ macro_rules! entry_points {
     };
 }
 
-// The register-resident entry points take their array size from the constant the host uses to
-// choose them (`Variant::for_step`), so the two can never disagree.
-entry_points!(
+// The register-resident entry points take their array size from the constants the host's
+// dispatch uses to choose them (`dispatch::step` in the library), so the two cannot disagree.
+rng_entry_point!(mh::MAX_RESIDENT_QUADS_PER_LANE, true, mh_step_q2_v4);
+rng_entry_point!(mh::MAX_RESIDENT_QUADS_PER_LANE, false, mh_step_q2);
+rng_entry_point!(0, true, mh_step_streaming_v4);
+// The general step: any row length, any alignment. The others are faster specializations.
+rng_entry_point!(0, false, mh_step);
+
+caller_noise_entry_point!(
     mh::MAX_RESIDENT_QUADS_PER_LANE,
     true,
-    mh_step_q2_v4,
     mh_step_with_noise_q2_v4
 );
-entry_points!(
+caller_noise_entry_point!(
     mh::MAX_RESIDENT_QUADS_PER_LANE,
     false,
-    mh_step_q2,
     mh_step_with_noise_q2
 );
-entry_points!(
-    0,
-    true,
-    mh_step_streaming_v4,
-    mh_step_with_noise_streaming_v4
-);
-entry_points!(
+// Caller noise keeps rows of up to 1024 elements in registers: with no Philox to compute, 8
+// quads per lane fit.
+caller_noise_entry_point!(
     mh::MAX_RESIDENT_QUADS_CALLER_NOISE,
     true,
-    mh_step_q8_v4,
     mh_step_with_noise_q8_v4
 );
-entry_points!(
+caller_noise_entry_point!(
     mh::MAX_RESIDENT_QUADS_CALLER_NOISE,
     false,
-    mh_step_q8,
     mh_step_with_noise_q8
 );
-// The general pair: any row length, any alignment. The others are faster specializations of it.
-entry_points!(0, false, mh_step, mh_step_with_noise);
+caller_noise_entry_point!(0, true, mh_step_with_noise_streaming_v4);
+caller_noise_entry_point!(0, false, mh_step_with_noise);
 
-/// Defines a staged in-kernel-RNG step (see [`crate::STAGED_ENTRY_POINTS`]): `$q` quads per
-/// lane, rows fed by a [`SharedFeed`] with `$g` lanes per row (0: `mh::group_width(dim)`).
+/// Defines a staged in-kernel-RNG step: `$q` quads per lane, rows fed by a [`SharedFeed`]
+/// with `$g` lanes per row (0: `mh::group_width(dim)`), for rows of at most `$max_dim`
+/// elements in whole quads.
 macro_rules! staged_entry_point {
-    ($name:ident, $q:expr, $g:expr, $index:literal, $what:literal) => {
+    ($name:ident, $q:expr, $g:expr, $max_dim:literal, $what:literal) => {
         #[doc = concat!("One Metropolis–Hastings step of every chain, random numbers drawn in the kernel, for ", $what, "; each row is loaded one row ahead into shared memory by asynchronous copies (see [`SharedFeed`]; sm_80 and later, so only in the newer PTX module).")]
         ///
         /// # Parameters
         /// As `mh_step_q2_v4`.
         ///
         /// # Safety
-        #[doc = concat!("As `mh_step_q2_v4`, with [`crate::staged_entry_point`]`(dim) == Some(", $index, ")`, and blocks of exactly [`STAGED_WARPS_PER_BLOCK`] warps.")]
+        #[doc = concat!("As `mh_step_q2_v4`, with `dim % 4 == 0`, `dim <= ", $max_dim, "`, and blocks of exactly [`crate::STAGED_WARPS_PER_BLOCK`] warps.")]
         #[cfg(target_feature = "sm_80")]
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(
@@ -178,7 +183,7 @@ staged_entry_point!(
     mh_step_staged_q2_v4,
     mh::MAX_RESIDENT_QUADS_PER_LANE,
     0,
-    "0",
+    "256",
     "rows of up to 256 elements in whole quads (`mh_step_q2_v4` in 64 registers instead of 72)"
 );
 // One warp per row, fixed at compile time: a lane's quads are then 512 bytes apart, and ptxas
@@ -187,6 +192,6 @@ staged_entry_point!(
     mh_step_staged_q8_v4,
     MAX_STAGED_QUADS_PER_LANE,
     WARP_SIZE,
-    "1",
+    "1024",
     "rows of 257 to 1024 elements in whole quads (one warp per row; the portable kernels stream them)"
 );

@@ -1,0 +1,397 @@
+//! Which kernel runs a launch, and in what shape: pure functions of the problem and the GPU,
+//! tested without one.
+//!
+//! Every launch of the library is chosen here, by entry-point *name* (as candle looks kernels
+//! up at the call site), with its grid, its block and its tile of rows. [`Gpu`](crate::Gpu)
+//! looks the name up in the PTX module it loaded and pushes the arguments; nothing else in the
+//! library knows which kernels exist. A test checks that every name these functions can return
+//! is in the module it is returned for, and that every entry point of the modules is returned
+//! for some problem.
+
+use fused_mh_kernel::mh::{self, WARP_SIZE};
+use fused_mh_kernel::{MAX_SPLIT_DIM, MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK};
+
+use crate::Shape;
+
+/// Threads per block for the caller-noise step and the small utility kernels: 8 warps. A
+/// multiple of 32, as the kernels require.
+pub const THREADS_PER_BLOCK: u32 = 256;
+/// Threads per block for the kernels that draw their random numbers (the in-kernel-RNG step
+/// and the fused K-step kernel): 4 warps. Their 70-odd registers per thread let 3 blocks of
+/// 256 (24 warps) or 7 blocks of 128 (28 warps) onto an SM; measured on the H200, 128 ran the
+/// (1048576, 64) step at 86.8 % of copy bandwidth against 84.7 %, and the fused (65536, 1024)
+/// at 102 µs per step against 118. Caller noise (80 registers) lost 1.7 points with 128 and
+/// keeps 256.
+pub const RNG_THREADS_PER_BLOCK: u32 = 128;
+// The staged steps' shared arrays are sized for blocks of this many warps.
+const _: () = assert!(RNG_THREADS_PER_BLOCK as usize == STAGED_WARPS_PER_BLOCK * WARP_SIZE);
+/// Blocks launched per SM at most; more rows than that are covered by the kernels' grid-stride
+/// loop. 32 blocks of 128 or 256 threads are 2x or 4x what one SM holds at once (2048
+/// threads), enough to keep every SM fed through the launch's tail.
+const MAX_BLOCKS_PER_SM: u32 = 32;
+/// Warps per SM a small batch should still give, when the tile size can be cut to reach it
+/// (see [`tiles`]).
+const MIN_WARPS_PER_SM: usize = 32;
+/// Elements per warp tile of the staged one-warp-per-row step (see [`staged_tiles`]).
+const STAGED_TILE_ELEMENTS: usize = 2048;
+/// Below this many warps per SM (four per scheduler) with one lane group per row, the fused
+/// kernel spreads each row over twice the lanes (`mh_chain_split*`): the step is a chain of
+/// dependent latencies (Philox rounds, shuffles), and with two warps per scheduler the H200
+/// issued on half of its cycles (`bench/NOTES.md`, fused F6). The results do not depend on it.
+const SPLIT_BELOW_WARPS_PER_SM: usize = 16;
+
+/// What the choice depends on about the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Device {
+    /// Streaming multiprocessors.
+    pub sms: usize,
+    /// The loaded PTX module has the staged steps (`cp.async`: the `sm_80` module and newer).
+    pub staged: bool,
+}
+
+/// Where a single step's random numbers come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Randomness {
+    /// Drawn in the kernel (Philox, from the seed and the step counter).
+    InKernel,
+    /// Read from the caller's buffers.
+    Caller,
+}
+
+/// One launch: the entry point, the grid of `blocks` one-dimensional blocks of `threads`, and
+/// the rows per warp tile of the single steps (0 for kernels that take none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// The entry point's name in the PTX.
+    pub entry: &'static str,
+    /// Blocks in the grid (at least 1).
+    pub blocks: u32,
+    /// Threads per block, a multiple of 32.
+    pub threads: u32,
+    /// Rows per warp tile (single steps), a power of two from `32 / G` to 32.
+    pub tile_rows: u32,
+}
+
+/// The most blocks a launch takes (the kernels' grid-stride loops cover the rest).
+fn max_blocks(device: Device) -> u64 {
+    device.sms as u64 * u64::from(MAX_BLOCKS_PER_SM)
+}
+
+fn blocks_for(warps: u64, threads: u32, device: Device) -> u32 {
+    warps
+        .div_ceil(u64::from(threads) / WARP_SIZE as u64)
+        .clamp(1, max_blocks(device)) as u32
+}
+
+/// The single step (`mh_step*`): the fastest entry point that holds a row of `dim` elements,
+/// and its tiles.
+///
+/// - Rows of at most 256 elements (2 quads per lane) stay in registers (`q2`); with the
+///   caller's noise, rows of up to 1024 do (`q8`: no Philox to hold); longer rows stream.
+/// - `_v4` when `dim % 4 == 0`: every quad a 16-byte vector.
+/// - With in-kernel random numbers and the `sm_80` module, rows of up to 1024 elements in whole
+///   quads are *staged* instead: the next row travels into shared memory by `cp.async`.
+pub fn step(shape: Shape, randomness: Randomness, device: Device) -> Launch {
+    let dim = shape.dim();
+    let quads = mh::quads_per_lane(dim);
+    let v4 = dim.is_multiple_of(mh::QUAD);
+    let resident = quads <= mh::MAX_RESIDENT_QUADS_PER_LANE;
+    let entry = match randomness {
+        Randomness::InKernel if device.staged && v4 && resident => "mh_step_staged_q2_v4",
+        Randomness::InKernel if device.staged && v4 && quads <= MAX_STAGED_QUADS_PER_LANE => {
+            let (blocks, tile_rows) = staged_tiles(shape, device);
+            return Launch {
+                entry: "mh_step_staged_q8_v4",
+                blocks,
+                threads: RNG_THREADS_PER_BLOCK,
+                tile_rows,
+            };
+        }
+        Randomness::InKernel => match (resident, v4) {
+            (true, true) => "mh_step_q2_v4",
+            (true, false) => "mh_step_q2",
+            (false, true) => "mh_step_streaming_v4",
+            (false, false) => "mh_step",
+        },
+        Randomness::Caller => match (quads, v4) {
+            (q, true) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_step_with_noise_q2_v4",
+            (q, false) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_step_with_noise_q2",
+            (q, true) if q <= mh::MAX_RESIDENT_QUADS_CALLER_NOISE => "mh_step_with_noise_q8_v4",
+            (q, false) if q <= mh::MAX_RESIDENT_QUADS_CALLER_NOISE => "mh_step_with_noise_q8",
+            (_, true) => "mh_step_with_noise_streaming_v4",
+            (_, false) => "mh_step_with_noise",
+        },
+    };
+    let threads = match randomness {
+        Randomness::InKernel => RNG_THREADS_PER_BLOCK,
+        Randomness::Caller => THREADS_PER_BLOCK,
+    };
+    let (blocks, tile_rows) = tiles(shape, threads, device);
+    Launch {
+        entry,
+        blocks,
+        threads,
+        tile_rows,
+    }
+}
+
+/// The grid and the rows per warp tile of a single step.
+///
+/// A warp works through tiles of `tile_rows` consecutive rows (see the kernel crate's `step`
+/// module). 32-row tiles let one Philox call (or one load) per lane fetch the uniforms of a
+/// whole tile; but a small batch in 32-row tiles would leave most SMs idle, so the tile is
+/// halved (down to the rows a warp holds at once, `32 / G`) until there are
+/// [`MIN_WARPS_PER_SM`] warps per SM. The results do not depend on this choice.
+fn tiles(shape: Shape, threads: u32, device: Device) -> (u32, u32) {
+    let rows_at_once = WARP_SIZE / mh::group_width(shape.dim());
+    let want_warps = device.sms * MIN_WARPS_PER_SM;
+    let mut tile_rows = WARP_SIZE;
+    while tile_rows > rows_at_once && shape.batch().div_ceil(tile_rows) < want_warps {
+        tile_rows /= 2;
+    }
+    let warps = shape.batch().div_ceil(tile_rows) as u64;
+    (blocks_for(warps, threads, device), tile_rows as u32)
+}
+
+/// The grid and tiles of the one-warp-per-row staged step (`mh_step_staged_q8_v4`): blocks of
+/// [`STAGED_WARPS_PER_BLOCK`] warps (its shared array is sized for them), and tiles of about
+/// [`STAGED_TILE_ELEMENTS`] elements, so that a block lives for a few rows only: measured on
+/// the H200 at (65536, 1024), tiles of 8 rows (the general rule of [`tiles`]) ran at 87 % of
+/// the copy bandwidth, 4 rows at 91 %, 2 rows at 93 %, and at (131072, 512) 86, 91 and 88 %
+/// (`bench/NOTES.md`, session 5, S6). Short-lived blocks spread the launch's last rows evenly
+/// over the SMs.
+fn staged_tiles(shape: Shape, device: Device) -> (u32, u32) {
+    let tile = (STAGED_TILE_ELEMENTS / shape.dim()).clamp(1, WARP_SIZE);
+    // A power of two, as the kernel's tile loop requires.
+    let tile_rows = 1 << tile.ilog2();
+    let warps = shape.batch().div_ceil(tile_rows) as u64;
+    (
+        blocks_for(warps, RNG_THREADS_PER_BLOCK, device),
+        tile_rows as u32,
+    )
+}
+
+/// The fused K-step kernel (`mh_chain_*`) for rows of `dim` elements, with the running
+/// moments if `moments`; `None` when a row does not fit in registers (more than
+/// [`mh::MAX_FUSED_QUADS_PER_LANE`] quads per lane, rows over 1024 elements): such rows run
+/// as single steps followed by [`stats_update`].
+///
+/// Batches too small to give [`SPLIT_BELOW_WARPS_PER_SM`] warps per SM with one lane group per
+/// row take the `split` kernels (rows of at most [`MAX_SPLIT_DIM`] elements, without moments):
+/// each row over twice the lanes, bit-identical to the others.
+pub fn fused(shape: Shape, moments: bool, device: Device) -> Option<Launch> {
+    let (batch, dim) = (shape.batch(), shape.dim());
+    let g = mh::group_width(dim);
+    let v4 = dim.is_multiple_of(mh::QUAD);
+    let group_warps = batch.div_ceil(WARP_SIZE / g);
+    let split = group_warps < SPLIT_BELOW_WARPS_PER_SM * device.sms;
+    let quads = mh::quads_per_lane(dim);
+    let (entry, lanes) = if split && !moments && dim <= MAX_SPLIT_DIM {
+        let entry = if v4 {
+            "mh_chain_split_v4"
+        } else {
+            "mh_chain_split"
+        };
+        (entry, 2 * g)
+    } else {
+        let entry = match (quads, v4, moments) {
+            (q, true, false) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_v4",
+            (q, false, false) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2",
+            (q, true, true) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_v4_stats",
+            (q, false, true) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_stats",
+            (q, true, false) if q <= mh::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_v4",
+            (q, false, false) if q <= mh::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8",
+            (q, true, true) if q <= mh::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_v4_stats",
+            (q, false, true) if q <= mh::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_stats",
+            _ => return None,
+        };
+        (entry, g)
+    };
+    let warps = batch.div_ceil(WARP_SIZE / lanes) as u64;
+    Some(Launch {
+        entry,
+        blocks: blocks_for(warps, RNG_THREADS_PER_BLOCK, device),
+        threads: RNG_THREADS_PER_BLOCK,
+        tile_rows: 0,
+    })
+}
+
+/// The statistics kernel that follows each single step of rows too long for [`fused`]: one
+/// thread per element, grid-stride.
+pub fn stats_update(shape: Shape, device: Device) -> Launch {
+    elementwise("mh_chain_stats_update", shape.len() as u64, device)
+}
+
+/// Philox of `n` (counter, key) pairs, one thread each (known-answer tests on the GPU).
+pub fn philox_many(n: u64, device: Device) -> Launch {
+    elementwise("philox4x32_10_many", n, device)
+}
+
+fn elementwise(entry: &'static str, n: u64, device: Device) -> Launch {
+    Launch {
+        entry,
+        blocks: n
+            .div_ceil(u64::from(THREADS_PER_BLOCK))
+            .clamp(1, max_blocks(device)) as u32,
+        threads: THREADS_PER_BLOCK,
+        tile_rows: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+    use crate::PTX_MODULES;
+
+    const H200: Device = Device {
+        sms: 132,
+        staged: true,
+    };
+    const PORTABLE: Device = Device {
+        sms: 132,
+        staged: false,
+    };
+
+    fn shape(batch: usize, dim: usize) -> Shape {
+        Shape::new(batch, dim).expect("valid shape")
+    }
+
+    #[test]
+    fn single_steps_take_the_kernel_that_holds_the_row() {
+        let rng = |dim| step(shape(1 << 20, dim), Randomness::InKernel, PORTABLE).entry;
+        let names = [1, 64, 256, 257, 1024, 4096].map(rng);
+        assert_eq!(
+            names,
+            [
+                "mh_step_q2",
+                "mh_step_q2_v4",
+                "mh_step_q2_v4",
+                "mh_step",
+                "mh_step_streaming_v4",
+                "mh_step_streaming_v4"
+            ]
+        );
+        let noise = |dim| step(shape(1 << 20, dim), Randomness::Caller, PORTABLE).entry;
+        assert_eq!(
+            [64, 257, 1024, 1025].map(noise),
+            [
+                "mh_step_with_noise_q2_v4",
+                "mh_step_with_noise_q8",
+                "mh_step_with_noise_q8_v4",
+                "mh_step_with_noise"
+            ]
+        );
+        // Staged where the module has it: whole quads, up to 1024 elements.
+        let staged = |dim| step(shape(1 << 20, dim), Randomness::InKernel, H200).entry;
+        assert_eq!(
+            [4, 256, 260, 1024, 1028, 33, 257].map(staged),
+            [
+                "mh_step_staged_q2_v4",
+                "mh_step_staged_q2_v4",
+                "mh_step_staged_q8_v4",
+                "mh_step_staged_q8_v4",
+                "mh_step_streaming_v4",
+                "mh_step_q2",
+                "mh_step"
+            ]
+        );
+        // The longer staged step assumes one warp per row.
+        assert_eq!(mh::group_width(260), WARP_SIZE);
+    }
+
+    #[test]
+    fn tiles_shrink_for_small_batches() {
+        // (1M, 64) fills the GPU with 32-row tiles: 32768 warps, 8192 blocks of 4, capped.
+        let big = step(shape(1 << 20, 64), Randomness::InKernel, PORTABLE);
+        assert_eq!((big.tile_rows, big.blocks, big.threads), (32, 4224, 128));
+        // 4096 rows of 64: halved down to the 4 rows a warp holds at once.
+        let small = step(shape(4096, 64), Randomness::Caller, PORTABLE);
+        assert_eq!(
+            (small.tile_rows, small.blocks, small.threads),
+            (4, 128, 256)
+        );
+        // The staged one-warp-per-row step: tiles of 2048 elements, 2 rows at dim 1024.
+        let staged = step(shape(65536, 1024), Randomness::InKernel, H200);
+        assert_eq!((staged.tile_rows, staged.blocks), (2, 4224));
+        assert_eq!(step(shape(1, 1), Randomness::InKernel, H200).blocks, 1);
+    }
+
+    #[test]
+    fn fused_kernels_hold_rows_up_to_1024() {
+        let big = |dim, moments| fused(shape(1 << 20, dim), moments, H200).map(|l| l.entry);
+        assert_eq!(big(64, false), Some("mh_chain_q2_v4"));
+        assert_eq!(big(33, false), Some("mh_chain_q2"));
+        assert_eq!(big(256, true), Some("mh_chain_q2_v4_stats"));
+        assert_eq!(big(257, false), Some("mh_chain_q8"));
+        assert_eq!(big(1024, true), Some("mh_chain_q8_v4_stats"));
+        assert_eq!(big(1025, false), None);
+        // Small batches split rows of up to 128 elements over twice the lanes, without moments.
+        let small = |dim, moments| fused(shape(4096, dim), moments, H200).map(|l| l.entry);
+        assert_eq!(small(64, false), Some("mh_chain_split_v4"));
+        assert_eq!(small(1, false), Some("mh_chain_split"));
+        assert_eq!(small(128, false), Some("mh_chain_split_v4"));
+        assert_eq!(small(129, false), Some("mh_chain_q2"));
+        assert_eq!(small(64, true), Some("mh_chain_q2_v4_stats"));
+        assert!(2 * mh::group_width(MAX_SPLIT_DIM) <= WARP_SIZE);
+        // 4096 rows of 64 split: 16 lanes per row, 2048 warps, 512 blocks of 4 warps.
+        let split = fused(shape(4096, 64), false, H200).expect("fits");
+        assert_eq!((split.blocks, split.threads), (512, 128));
+    }
+
+    /// Every name the dispatch can return, for a device with or without the staged steps.
+    fn every_name(staged: bool) -> BTreeSet<&'static str> {
+        let device = Device { sms: 132, staged };
+        let dims = (1..=1100).chain([4096, 4097]);
+        let mut names = BTreeSet::new();
+        for dim in dims {
+            for batch in [1, 4096, 1 << 20] {
+                let s = shape(batch, dim);
+                for r in [Randomness::InKernel, Randomness::Caller] {
+                    names.insert(step(s, r, device).entry);
+                }
+                for moments in [false, true] {
+                    names.extend(fused(s, moments, device).map(|l| l.entry));
+                }
+                names.insert(stats_update(s, device).entry);
+            }
+        }
+        names.insert(philox_many(1, device).entry);
+        names
+    }
+
+    fn entries(ptx: &str) -> BTreeSet<&str> {
+        ptx.split(".entry ")
+            .skip(1)
+            .map(|rest| rest.split('(').next().unwrap_or_default())
+            .collect()
+    }
+
+    /// Every name the dispatch returns for a module is one of its entry points, and every entry
+    /// point of either module is returned for some problem: none is compiled for nothing.
+    #[test]
+    fn names_are_the_modules_entry_points() {
+        let [portable, newer] = PTX_MODULES.map(|m| entries(m.text));
+        let (for_portable, for_newer) = (every_name(false), every_name(true));
+        assert!(!portable.is_empty());
+        for name in &for_portable {
+            assert!(
+                portable.contains(name),
+                "{name} is not in the portable module"
+            );
+        }
+        for name in &for_newer {
+            assert!(newer.contains(name), "{name} is not in the newer module");
+        }
+        let launched: BTreeSet<&str> = for_portable.union(&for_newer).copied().collect();
+        let compiled: BTreeSet<&str> = portable.union(&newer).copied().collect();
+        assert_eq!(
+            compiled, launched,
+            "entry points that nothing launches, or missing ones"
+        );
+        // The staged steps only where cp.async exists.
+        assert!(!portable.iter().any(|n| n.contains("staged")));
+        assert!(newer.contains("mh_step_staged_q8_v4"));
+    }
+}
