@@ -5,6 +5,8 @@
 #   bash bench/gpu-check.sh sanitize   compute-sanitizer memcheck and racecheck on small cases
 #   bash bench/gpu-check.sh bench N    the benchmark, N times alternating with .gpu-old/host if
 #                                      it exists (same call: same card, same clocks)
+#   bash bench/gpu-check.sh lessons    the lessons table, its JSON and SVG, and ptxas -v of the
+#                                      kernels (from .gpu/ptx/, which this script's caller copies)
 # Logs and JSON reports go to $OUT (or ./gpu-check-out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +28,9 @@ sanitize)
   # (1000x100, 5x333), the stats-update path of long rows (3x1025), moments and trace.
   cases="fused_equals_single_steps::7x33::k5 fused_equals_single_steps::4096x64::k20
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
-    fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030"
+    fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030
+    lesson_matches_cpu::1::37x12 lesson_matches_cpu::2::5x260 lesson_matches_cpu::3::1000x64
+    lesson_matches_cpu::4::300x1024"
   for tool in memcheck racecheck; do
     for c in $cases; do
       log="$out/sanitize-$tool-${c//:/_}.log"
@@ -47,6 +51,14 @@ bench)
     echo "== new $i"
     .gpu/bin/host --json "$out/new-$i.json" >"$out/new-$i.txt" 2>&1 || status=1
     tail -n 12 "$out/new-$i.txt"
+  done
+  ;;
+lessons)
+  .gpu/bin/host lessons --json "$out/lessons.json" --svg "$out/lessons.svg" || status=1
+  for ptx in .gpu/ptx/*.ptx; do
+    ptxas -arch=sm_90 -v "$ptx" -o /dev/null 2>&1 | awk '/Compiling entry function/ {f=$NF} /Used [0-9]+ registers/ {print f, $0}' \
+      | sed -E "s/ptxas info *: //" > "$out/registers-$(basename "$ptx" .ptx).txt"
+    echo "== registers ($ptx, ptxas -arch=sm_90)"; grep -E "lesson|mh_step_staged_q2_v4|mh_step_q2_v4'" "$out/registers-$(basename "$ptx" .ptx).txt"
   done
   ;;
 esac

@@ -224,8 +224,13 @@ impl Gpu {
         })
     }
 
+    /// Streaming multiprocessors of the device.
+    pub fn sm_count(&self) -> usize {
+        self.sms
+    }
+
     /// What [`crate::dispatch`] needs to know of this GPU.
-    fn device(&self) -> dispatch::Device {
+    pub fn device(&self) -> dispatch::Device {
         dispatch::Device {
             sms: self.sms,
             staged: self.functions.contains_key("mh_step_staged_q2_v4"),
@@ -274,8 +279,8 @@ impl Gpu {
         self.launch_step(chains, target, step_size, Draws::Caller(noise))
     }
 
-    /// Queues one step: picks the variant for the row length and the entry point for the
-    /// randomness, pushes the arguments in the kernel's order, and swaps the state buffers.
+    /// Queues one step with the kernel [`dispatch::step`] chooses for the row and the
+    /// randomness.
     fn launch_step(
         &self,
         chains: &mut DeviceChains,
@@ -283,13 +288,53 @@ impl Gpu {
         step_size: f32,
         draws: Draws,
     ) -> Result<()> {
-        target.check_shape(chains.shape)?;
-        let shape = chains.shape;
         let randomness = match draws {
             Draws::Philox { .. } => Randomness::InKernel,
             Draws::Caller(_) => Randomness::Caller,
         };
-        let chosen = dispatch::step(shape, randomness, self.device());
+        let chosen = dispatch::step(chains.shape, randomness, self.device());
+        self.launch_step_with(chosen, chains, target, step_size, draws)
+    }
+
+    /// One step as a lesson of the kernel crate computes it (`kernel/src/gpu/lessons/`):
+    /// the same results as [`Gpu::step`] (within the GPU-CPU tolerances: a lesson sums a row's
+    /// terms in its own order), by a simpler kernel. For the lessons table of the benchmark and
+    /// the tests that check every lesson against the CPU reference.
+    pub fn step_lesson(
+        &self,
+        lesson: dispatch::Lesson,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+    ) -> Result<()> {
+        let chosen = dispatch::lesson(lesson, chains.shape, self.device()).ok_or_else(|| {
+            Error::ShapeMismatch(format!(
+                "lesson {} takes rows of at most 1024 elements in whole quads, not {}",
+                lesson.number,
+                chains.shape.dim()
+            ))
+        })?;
+        let draws = Draws::Philox {
+            seed: config.seed(),
+            step: chains.step,
+        };
+        self.launch_step_with(chosen, chains, target, config.step_size(), draws)?;
+        chains.step += 1;
+        Ok(())
+    }
+
+    /// Queues the step `chosen`: pushes the arguments in the step kernels' one order, and swaps
+    /// the state buffers.
+    fn launch_step_with(
+        &self,
+        chosen: Launch,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        step_size: f32,
+        draws: Draws,
+    ) -> Result<()> {
+        target.check_shape(chains.shape)?;
+        let shape = chains.shape;
         let function = self.function(chosen.entry)?;
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
         let tile_rows = chosen.tile_rows;
@@ -312,10 +357,11 @@ impl Gpu {
         // holds batch bytes, mu and inv_var hold dim floats (checked above), caller noise was
         // uploaded for this very shape (checked by the caller); x_next and accepted are the
         // only buffers written, and they are allocations distinct from every input. Shape
-        // guarantees 1 <= batch <= 2^32 and 1 <= dim < 2^32; `dispatch::step` picks a kernel
-        // whose registers hold the row, a power-of-two tile between 32 / G and 32 rows, and a
-        // block of 128 or 256 threads (a multiple of 32; 128 for the staged steps, whose shared
-        // arrays are sized for 4 warps).
+        // guarantees 1 <= batch <= 2^32 and 1 <= dim < 2^32; `dispatch::step` (or
+        // `dispatch::lesson`) picks a kernel whose registers hold the row, a power-of-two tile
+        // between 32 / G and 32 rows (unused by the lessons), and a block of 128 or 256 threads
+        // (a multiple of 32; 128 for the staged steps, whose shared arrays are sized for 4
+        // warps).
         unsafe { launch.launch(grid(chosen)) }?;
         chains.swap();
         Ok(())

@@ -238,6 +238,74 @@ fn elementwise(entry: &'static str, n: u64, device: Device) -> Launch {
     }
 }
 
+/// One of the lessons (`kernel/src/gpu/lessons/`): the step written a simpler way, same
+/// signature and same results as the production step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lesson {
+    /// Its number, 1 to 4 (5 is the production step, [`step`]).
+    pub number: u32,
+    /// Its entry point.
+    pub entry: &'static str,
+    /// Its file in the kernel crate.
+    pub file: &'static str,
+    /// The one thing it changes.
+    pub idea: &'static str,
+}
+
+/// The lessons, simplest first. Each runs with in-kernel random numbers only.
+pub const LESSONS: [Lesson; 4] = [
+    Lesson {
+        number: 1,
+        entry: "lesson1_thread_per_row",
+        file: "kernel/src/gpu/lessons/l1_thread_per_row.rs",
+        idea: "one thread per row, grid-stride",
+    },
+    Lesson {
+        number: 2,
+        entry: "lesson2_warp_per_row",
+        file: "kernel/src/gpu/lessons/l2_warp_per_row.rs",
+        idea: "one warp per row, coalesced, shuffle sum",
+    },
+    Lesson {
+        number: 3,
+        entry: "lesson3_lane_groups",
+        file: "kernel/src/gpu/lessons/l3_lane_groups.rs",
+        idea: "G lanes per row, 16-byte quads, row in registers",
+    },
+    Lesson {
+        number: 4,
+        entry: "lesson4_loads_in_flight",
+        file: "kernel/src/gpu/lessons/l4_loads_in_flight.rs",
+        idea: "next row's loads in flight",
+    },
+];
+
+/// The launch of a lesson for a batch, or `None` where the lesson cannot hold the row
+/// (lessons 3 and 4: whole quads, at most 1024 elements).
+pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
+    let (batch, dim) = (shape.batch(), shape.dim());
+    let (warps, threads) = match lesson.number {
+        // One thread per row, in blocks of 256 threads.
+        1 => (batch.div_ceil(WARP_SIZE) as u64, THREADS_PER_BLOCK),
+        2 => (batch as u64, RNG_THREADS_PER_BLOCK),
+        _ => {
+            let fits = dim.is_multiple_of(mh::QUAD)
+                && mh::quads_per_lane(dim) <= fused_mh_kernel::LESSON_MAX_QUADS_PER_LANE;
+            if !fits {
+                return None;
+            }
+            let rows_per_warp = WARP_SIZE / mh::group_width(dim);
+            (batch.div_ceil(rows_per_warp) as u64, RNG_THREADS_PER_BLOCK)
+        }
+    };
+    Some(Launch {
+        entry: lesson.entry,
+        blocks: blocks_for(warps, threads, device),
+        threads,
+        tile_rows: 0,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -319,6 +387,20 @@ mod tests {
     }
 
     #[test]
+    fn lessons_hold_their_rows() {
+        let at = |n: usize, dim| lesson(LESSONS[n], shape(1 << 20, dim), H200);
+        assert!(at(0, 33).is_some() && at(1, 4097).is_some());
+        assert!(at(2, 1024).is_some() && at(3, 64).is_some());
+        assert!(at(2, 1028).is_none() && at(3, 33).is_none());
+        // One warp per row: 2^20 warps in blocks of 4, capped at 32 blocks per SM.
+        assert_eq!(at(1, 64).map(|l| (l.blocks, l.threads)), Some((4224, 128)));
+        for (i, l) in LESSONS.iter().enumerate() {
+            assert_eq!(l.number as usize, i + 1);
+            assert!(l.file.ends_with(".rs") && l.entry.starts_with(&format!("lesson{}", i + 1)));
+        }
+    }
+
+    #[test]
     fn fused_kernels_hold_rows_up_to_1024() {
         let big = |dim, moments| fused(shape(1 << 20, dim), moments, H200).map(|l| l.entry);
         assert_eq!(big(64, false), Some("mh_chain_q2_v4"));
@@ -358,6 +440,7 @@ mod tests {
             }
         }
         names.insert(philox_many(1, device).entry);
+        names.extend(LESSONS.iter().map(|l| l.entry));
         names
     }
 

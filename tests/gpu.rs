@@ -12,7 +12,7 @@
 use std::process::ExitCode;
 
 use fused_mh::kernel::philox::{PHILOX4X32_10_KAT, philox4x32_10};
-use fused_mh::{Error, Gpu, PTX_MODULES, Shape, StepConfig, Target, cpu};
+use fused_mh::{Error, Gpu, PTX_MODULES, Shape, StepConfig, Target, cpu, dispatch};
 use libtest_mimic::{Arguments, Failed, Trial};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -144,6 +144,42 @@ fn gpu_matches_cpu(batch: usize, dim: usize, mode: Mode, kernels: Kernels) -> Re
         )
         .into()
     })
+}
+
+/// Shapes for the lessons: short and long rows, rows in whole quads and not, small and large
+/// batches. Lessons 3 and 4 take whole quads up to 1024 elements only.
+const LESSON_SHAPES: [(usize, usize); 6] = [
+    (1000, 64),
+    (300, 1024),
+    (37, 12),
+    (5, 260),
+    (2000, 33),
+    (3, 4097),
+];
+
+/// One step of a lesson (`kernel/src/gpu/lessons/`) against the CPU reference, as
+/// `gpu_matches_cpu` checks the production step. A lesson sums a row's terms in its own order,
+/// which moves `log alpha` by float32 rounding only, far inside the decision margin.
+fn lesson_matches_cpu(lesson: dispatch::Lesson, batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let seed = (batch * 31 + dim * 7 + lesson.number as usize) as u64;
+    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
+    let config = StepConfig::new(step_size, seed ^ 0x1e55)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let step = (1 << 32) + 77;
+    chains.set_step_counter(step);
+    chains.poison_outputs(POISON_X, POISON_FLAG)?;
+    gpu.step_lesson(lesson, &mut chains, &target_dev, &config)?;
+    let cpu_out = cpu::par_step(&x, shape, &target, &config, step)?;
+    compare(
+        &chains.x()?,
+        &chains.accepted_flags()?,
+        &cpu_out,
+        shape,
+        step_size,
+    )
+    .map_err(|e| format!("lesson {} ({batch}, {dim}): {e}", lesson.number).into())
 }
 
 /// GPU outputs against the CPU reference's, within the tolerances `cpu::StepOutput::compare`
@@ -677,6 +713,18 @@ fn main() -> ExitCode {
         "philox_known_answers".into(),
         Box::new(philox_known_answers),
     ));
+    for lesson in dispatch::LESSONS {
+        for (batch, dim) in LESSON_SHAPES {
+            let whole_quads = dim % 4 == 0 && dim <= 1024;
+            if lesson.number >= 3 && !whole_quads {
+                continue;
+            }
+            trials.push(gpu_test(
+                format!("lesson_matches_cpu::{}::{batch}x{dim}", lesson.number),
+                Box::new(move || lesson_matches_cpu(lesson, batch, dim)),
+            ));
+        }
+    }
     for (batch, dim) in SHAPES {
         for mode in [Mode::InKernelRng, Mode::CallerNoise] {
             let name = format!("gpu_matches_cpu::{mode:?}::{batch}x{dim}");

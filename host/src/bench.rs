@@ -141,16 +141,22 @@ fn device_budget(batch: usize, dim: usize, noise: bool) -> Budget {
     b
 }
 
+/// A file this benchmark wrote as its `--json` report (the only kind it replaces).
+fn is_report(text: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(text)
+        .is_ok_and(|v| v["git_rev"].is_string() && v["rows"].is_array())
+}
+
 /// Minimum, median and maximum of a sample of times, in microseconds.
 #[derive(Clone, Copy, Debug, Serialize)]
-struct Times {
-    min_us: f64,
-    median_us: f64,
-    max_us: f64,
+pub(crate) struct Times {
+    pub(crate) min_us: f64,
+    pub(crate) median_us: f64,
+    pub(crate) max_us: f64,
 }
 
 impl Times {
-    fn of(mut us: Vec<f64>) -> Self {
+    pub(crate) fn of(mut us: Vec<f64>) -> Self {
         us.sort_by(f64::total_cmp);
         Self {
             min_us: us[0],
@@ -222,7 +228,7 @@ struct Report {
 
 /// Bytes a step must move at the least: x read, x_new written, a flag written per row, plus
 /// the caller's noise and uniforms read in caller-noise mode (mu and 1/sigma^2 are negligible).
-fn bytes_moved(mode: Mode, shape: Shape) -> usize {
+pub(crate) fn bytes_moved(mode: Mode, shape: Shape) -> usize {
     let f = size_of::<f32>();
     let base = 2 * shape.len() * f + shape.batch();
     match mode {
@@ -257,7 +263,11 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .with_context(|| format!("--sizes {batch}x{dim}"))?;
     }
     crate::signals::install()?;
-    let json = args.json.as_deref().map(ReportFile::prepare).transpose()?;
+    let json = args
+        .json
+        .as_deref()
+        .map(|p| ReportFile::prepare(p, "--json", is_report))
+        .transpose()?;
     let gpu = match Gpu::open(args.device) {
         Ok(gpu) => Some(gpu),
         Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
@@ -359,7 +369,7 @@ fn timing_event(gpu: &Gpu) -> Result<CudaEvent> {
 
 /// Times `work` with a pair of device events around each repetition, after `warmup` untimed
 /// runs; one synchronization at the end, none inside the loop.
-fn time_each(
+pub(crate) fn time_each(
     gpu: &Gpu,
     warmup: usize,
     reps: usize,
@@ -385,7 +395,7 @@ fn time_each(
 }
 
 /// Device-to-device copy bandwidth, bytes read plus bytes written, in GB/s (median).
-fn copy_bandwidth(gpu: &Gpu, reps: usize) -> Result<f64> {
+pub(crate) fn copy_bandwidth(gpu: &Gpu, reps: usize) -> Result<f64> {
     let n = COPY_BYTES / size_of::<f32>();
     let src: CudaSlice<f32> = gpu.stream().alloc_zeros(n)?;
     let mut dst: CudaSlice<f32> = gpu.stream().alloc_zeros(n)?;
@@ -397,7 +407,7 @@ fn copy_bandwidth(gpu: &Gpu, reps: usize) -> Result<f64> {
 
 /// The CPU reference on the first rows (all of them when small enough): its output and its
 /// time scaled to the whole batch.
-fn cpu_reference(
+pub(crate) fn cpu_reference(
     inputs: &Inputs,
     mode: Mode,
     step: u64,

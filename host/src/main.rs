@@ -4,6 +4,7 @@
 //!   both modes, against the copy-bandwidth roofline and the CPU reference, and the fused
 //!   K-step rows. With no GPU it says so and runs the CPU reference alone.
 //! - `host run` is a sampling job with NumPy files in and out (see `run/mod.rs`).
+//! - `host lessons` times the kernel crate's lessons and the production step (`lessons.rs`).
 //!
 //! Exit codes: 0 success (also when standard output is closed early by its reader: the
 //! results are complete); 1 an error, with one line on standard error naming the option or
@@ -14,6 +15,7 @@ mod bench;
 mod budget;
 mod console;
 mod inputs;
+mod lessons;
 mod npy;
 mod outdir;
 mod report_file;
@@ -42,6 +44,9 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// The benchmark (also what runs with no subcommand).
     Bench(bench::BenchArgs),
+    /// The lessons of the kernel crate and the production step, checked and timed at two sizes
+    /// against the copy roofline (the README's table and chart).
+    Lessons(lessons::LessonsArgs),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +54,7 @@ fn main() -> ExitCode {
     let result: Result<()> = match cli.command {
         Some(Command::Run(args)) => run::run(*args),
         Some(Command::Bench(args)) => bench::run(args),
+        Some(Command::Lessons(args)) => lessons::run(args),
         None => bench::run(cli.bench),
     };
     match result {

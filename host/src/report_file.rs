@@ -1,4 +1,5 @@
-//! The benchmark's `--json` report file, written so that it appears complete or not at all.
+//! A report file of the benchmark (`--json`, `--svg`), written so that it appears complete or
+//! not at all, and never over a file it did not write.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,27 +8,27 @@ use anyhow::{Context, Result};
 
 use crate::signals;
 
-/// Where `--json` goes, checked before the benchmark runs: the report is written to a new
+/// Where a report goes, checked before the benchmark runs: the report is written to a new
 /// temporary file beside it and renamed over it at the end, so the file appears complete or not
-/// at all. An existing file is replaced only if it is a report of this benchmark.
+/// at all. An existing file is replaced only if it is a report of the same kind (`is_ours`).
 pub struct ReportFile {
     path: PathBuf,
+    option: &'static str,
     staged: tempfile::NamedTempFile,
 }
 
 impl ReportFile {
-    /// Checks `--json PATH` and creates the temporary file beside it.
-    pub fn prepare(path: &Path) -> Result<Self> {
+    /// Checks `OPTION PATH` and creates the temporary file beside it.
+    pub fn prepare(path: &Path, option: &'static str, is_ours: fn(&str) -> bool) -> Result<Self> {
         let shown = path.display();
         if let Ok(meta) = std::fs::symlink_metadata(path) {
-            let is_report = meta.is_file()
+            let ours = meta.is_file()
                 && std::fs::read_to_string(path)
                     .ok()
-                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .is_some_and(|v| v["git_rev"].is_string() && v["rows"].is_array());
+                    .is_some_and(|text| is_ours(&text));
             anyhow::ensure!(
-                is_report,
-                "--json {shown} exists and is not a report of this benchmark: it is never \
+                ours,
+                "{option} {shown} exists and is not a report of this benchmark: it is never \
                  overwritten (choose another name)"
             );
         }
@@ -47,6 +48,7 @@ impl ReportFile {
         *signals::lock() = Some(staged.path().to_path_buf());
         Ok(Self {
             path: path.to_path_buf(),
+            option,
             staged,
         })
     }
@@ -58,16 +60,16 @@ impl ReportFile {
 
     /// Writes the report and renames it into place.
     pub fn write(mut self, text: &str) -> Result<()> {
-        let shown = self.path.display().to_string();
+        let (option, shown) = (self.option, self.path.display().to_string());
         self.staged
             .write_all(text.as_bytes())
             .and_then(|()| self.staged.as_file().sync_all())
-            .with_context(|| format!("cannot write --json {shown}"))?;
+            .with_context(|| format!("cannot write {option} {shown}"))?;
         let mut registered = signals::lock();
         *registered = None;
         self.staged
             .persist(&self.path)
-            .map_err(|e| anyhow::anyhow!("cannot write --json {shown}: {}", e.error))?;
+            .map_err(|e| anyhow::anyhow!("cannot write {option} {shown}: {}", e.error))?;
         Ok(())
     }
 }

@@ -1,0 +1,21 @@
+//! The lessons: the same Metropolis–Hastings step written five ways, simplest first, each a
+//! file that opens with the one thing it changes, what that costs, and what it measured on the
+//! H200 (`cargo run -p host --release -- lessons` prints the table and draws the chart).
+//!
+//! Every lesson has the production step's signature and draws the same random numbers from the
+//! same functions ([`crate::rng`], [`crate::mh`]), so every one of them computes the same step
+//! and is checked against the CPU reference by the GPU tests. Only the way threads share the
+//! work changes:
+//!
+//! 1. [`l1_thread_per_row`]: one thread per row — threads, blocks, the grid-stride loop.
+//! 2. [`l2_warp_per_row`]: one warp per row, lanes side by side, a shuffle reduction.
+//! 3. [`l3_lane_groups`]: `G` lanes per row, 16-byte quads, the row kept in registers.
+//! 4. [`l4_loads_in_flight`]: the next row's loads issued before this row is computed.
+//! 5. The production step (`step.rs`, `entries.rs`): the target in shared memory, tiles of
+//!    rows sharing one uniform per lane, and on sm_80 the next row staged in shared memory by
+//!    `cp.async` (`shared_feed.rs`).
+
+pub mod l1_thread_per_row;
+pub mod l2_warp_per_row;
+pub mod l3_lane_groups;
+pub mod l4_loads_in_flight;
