@@ -56,9 +56,11 @@ bench)
 lessons)
   .gpu/bin/host lessons --json "$out/lessons.json" --svg "$out/lessons.svg" || status=1
   for ptx in .gpu/ptx/*.ptx; do
-    ptxas -arch=sm_90 -v "$ptx" -o /dev/null 2>&1 | awk '/Compiling entry function/ {f=$NF} /Used [0-9]+ registers/ {print f, $0}' \
-      | sed -E "s/ptxas info *: //" > "$out/registers-$(basename "$ptx" .ptx).txt"
-    echo "== registers ($ptx, ptxas -arch=sm_90)"; grep -E "lesson|mh_step_staged_q2_v4|mh_step_q2_v4'" "$out/registers-$(basename "$ptx" .ptx).txt"
+    regs="$out/registers-$(basename "$ptx" .ptx).txt"
+    ptxas -arch=sm_90 -v "$ptx" -o /dev/null 2>&1 \
+      | awk -F"'" '/Compiling entry function/ {f=$2} /Used [0-9]+ registers/ {sub(/.*Used/, "Used"); print f ": " $0}' >"$regs"
+    echo "== registers ($ptx, ptxas -arch=sm_90)"
+    grep -E "^(lesson|mh_step_staged_q2_v4|mh_step_q2_v4|mh_step_staged_q8_v4):" "$regs"
   done
   ;;
 esac

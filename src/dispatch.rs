@@ -244,8 +244,10 @@ fn elementwise(entry: &'static str, n: u64, device: Device) -> Launch {
 pub struct Lesson {
     /// Its number, 1 to 4 (5 is the production step, [`step`]).
     pub number: u32,
-    /// Its entry point.
-    pub entry: &'static str,
+    /// Its entry points: for rows of at most 2 quads per lane (256 elements), and longer rows.
+    /// Lessons 3 and 4 keep a lane's quads in a register array whose size is fixed at compile
+    /// time, so they have one entry point for each size.
+    pub entries: [&'static str; 2],
     /// Its file in the kernel crate.
     pub file: &'static str,
     /// The one thing it changes.
@@ -256,42 +258,46 @@ pub struct Lesson {
 pub const LESSONS: [Lesson; 4] = [
     Lesson {
         number: 1,
-        entry: "lesson1_thread_per_row",
+        entries: ["lesson1_thread_per_row"; 2],
         file: "kernel/src/gpu/lessons/l1_thread_per_row.rs",
         idea: "one thread per row, grid-stride",
     },
     Lesson {
         number: 2,
-        entry: "lesson2_warp_per_row",
+        entries: ["lesson2_warp_per_row"; 2],
         file: "kernel/src/gpu/lessons/l2_warp_per_row.rs",
         idea: "one warp per row, coalesced, shuffle sum",
     },
     Lesson {
         number: 3,
-        entry: "lesson3_lane_groups",
+        entries: ["lesson3_lane_groups_q2", "lesson3_lane_groups_q8"],
         file: "kernel/src/gpu/lessons/l3_lane_groups.rs",
         idea: "G lanes per row, 16-byte quads, row in registers",
     },
     Lesson {
         number: 4,
-        entry: "lesson4_loads_in_flight",
+        entries: ["lesson4_loads_in_flight_q2", "lesson4_loads_in_flight_q8"],
         file: "kernel/src/gpu/lessons/l4_loads_in_flight.rs",
-        idea: "next row's loads in flight",
+        idea: "the next row's loads in flight",
     },
 ];
+
+/// Quads per lane of the lessons' longer register arrays (lessons 3 and 4: rows of up to 1024
+/// elements).
+const LESSON_MAX_QUADS_PER_LANE: usize = 8;
 
 /// The launch of a lesson for a batch, or `None` where the lesson cannot hold the row
 /// (lessons 3 and 4: whole quads, at most 1024 elements).
 pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
     let (batch, dim) = (shape.batch(), shape.dim());
+    let quads = mh::quads_per_lane(dim);
+    let entry = lesson.entries[usize::from(quads > mh::MAX_RESIDENT_QUADS_PER_LANE)];
     let (warps, threads) = match lesson.number {
         // One thread per row, in blocks of 256 threads.
         1 => (batch.div_ceil(WARP_SIZE) as u64, THREADS_PER_BLOCK),
         2 => (batch as u64, RNG_THREADS_PER_BLOCK),
         _ => {
-            let fits = dim.is_multiple_of(mh::QUAD)
-                && mh::quads_per_lane(dim) <= fused_mh_kernel::LESSON_MAX_QUADS_PER_LANE;
-            if !fits {
+            if !dim.is_multiple_of(mh::QUAD) || quads > LESSON_MAX_QUADS_PER_LANE {
                 return None;
             }
             let rows_per_warp = WARP_SIZE / mh::group_width(dim);
@@ -299,7 +305,7 @@ pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
         }
     };
     Some(Launch {
-        entry: lesson.entry,
+        entry,
         blocks: blocks_for(warps, threads, device),
         threads,
         tile_rows: 0,
@@ -394,9 +400,16 @@ mod tests {
         assert!(at(2, 1028).is_none() && at(3, 33).is_none());
         // One warp per row: 2^20 warps in blocks of 4, capped at 32 blocks per SM.
         assert_eq!(at(1, 64).map(|l| (l.blocks, l.threads)), Some((4224, 128)));
+        assert_eq!(at(2, 64).map(|l| l.entry), Some("lesson3_lane_groups_q2"));
+        assert_eq!(at(3, 257 * 4).map(|l| l.entry), None);
+        assert_eq!(
+            at(3, 260).map(|l| l.entry),
+            Some("lesson4_loads_in_flight_q8")
+        );
         for (i, l) in LESSONS.iter().enumerate() {
             assert_eq!(l.number as usize, i + 1);
-            assert!(l.file.ends_with(".rs") && l.entry.starts_with(&format!("lesson{}", i + 1)));
+            let prefix = format!("lesson{}", i + 1);
+            assert!(l.file.ends_with(".rs") && l.entries.iter().all(|e| e.starts_with(&prefix)));
         }
     }
 
@@ -440,7 +453,7 @@ mod tests {
             }
         }
         names.insert(philox_many(1, device).entry);
-        names.extend(LESSONS.iter().map(|l| l.entry));
+        names.extend(LESSONS.iter().flat_map(|l| l.entries));
         names
     }
 

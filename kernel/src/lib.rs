@@ -42,7 +42,3 @@ pub const STAGED_WARPS_PER_BLOCK: usize = 4;
 /// The longest rows the `split` fused kernels take: groups of at most 16 lanes
 /// ([`mh::group_width`]), so that twice the lanes still fit in a warp.
 pub const MAX_SPLIT_DIM: usize = 128;
-
-/// Quads per lane the lessons' register arrays hold (lessons 3 and 4: rows of up to 1024
-/// elements in whole quads).
-pub const LESSON_MAX_QUADS_PER_LANE: usize = 8;

@@ -5,13 +5,14 @@
 //! warp works on `32 / G` rows at once; lane `j` of a group owns quads `j, j + G, ...`. Each
 //! quad moves as one 16-byte vector (`ld.global.v4.f32`), and the group's sum takes `log2 G`
 //! shuffles within the group ([`group_sum`]). The lane keeps its quads of the state and of the
-//! proposal in registers (arrays of at most [`MAX_QUADS`] quads, indexed by constants after
-//! unrolling), so the row is read once, the normals are drawn once, and the row is written
-//! once: exactly the bytes the step must move.
+//! proposal in registers (arrays of `Q` quads, indexed by constants after unrolling), so the
+//! row is read once, the normals are drawn once, and the row is written once: exactly the
+//! bytes the step must move. `Q` is a compile-time constant (the size of a register array must
+//! be), so there are two entry points: `_q2` for rows of up to 2 quads per lane (256
+//! elements), `_q8` for up to 8 (1024).
 //!
-//! **What it costs.** Registers: two arrays of 8 quads are 64 of them per thread, whatever the
-//! row needs, so fewer warps fit on an SM to hide memory latency; and each row still waits for
-//! its own loads before computing (nothing else is in flight while it does).
+//! **What it costs.** Each row still waits for its own loads before computing: nothing else
+//! is in flight while it does. The `_q8` arrays hold 64 registers whatever the row needs.
 //!
 //! **Measured** (H200): see the lessons table in the README.
 
@@ -20,10 +21,6 @@ use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, 
 use crate::gpu::device::warp::group_sum;
 use crate::mh::{self, QUAD, WARP_SIZE};
 use crate::rng;
-
-/// Quads per lane the lesson's register arrays hold: rows of up to `8 * 32` quads (1024
-/// elements, `G = 32`); the host's dispatch checks rows against the same constant.
-pub const MAX_QUADS: usize = crate::LESSON_MAX_QUADS_PER_LANE;
 
 /// The rows a warp works on together, and this lane's place in them.
 #[derive(Clone, Copy)]
@@ -59,16 +56,17 @@ impl Groups {
 /// This lane's quads of row `row` (zeros where it owns none or the row is past the batch).
 ///
 /// # Safety
-/// `x` holds `batch * dim` floats, `dim % 4 == 0`, `dim <= 1024`, 16-byte aligned rows.
+/// `x` holds `batch * dim` floats, `dim % 4 == 0`, `quads_per_lane(dim) <= Q`, 16-byte aligned
+/// rows.
 #[inline(always)]
-pub(crate) unsafe fn load_lane_quads(
+pub(crate) unsafe fn load_lane_quads<const Q: usize>(
     x: *const f32,
     row: usize,
     batch: usize,
     dim: usize,
     groups: Groups,
-) -> [[f32; 4]; MAX_QUADS] {
-    let mut xs = [[0.0f32; 4]; MAX_QUADS];
+) -> [[f32; 4]; Q] {
+    let mut xs = [[0.0f32; 4]; Q];
     for (k, xq) in xs.iter_mut().enumerate() {
         let q = groups.j + k * groups.g;
         if row < batch && q < mh::quads_per_row(dim) {
@@ -86,8 +84,8 @@ pub(crate) unsafe fn load_lane_quads(
 /// As [`lesson3_lane_groups`]; all 32 lanes of the warp call it together.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn step_row(
-    xs: &[[f32; 4]; MAX_QUADS],
+pub(crate) unsafe fn step_row<const Q: usize>(
+    xs: &[[f32; 4]; Q],
     row: usize,
     groups: Groups,
     (batch, dim, step_size): (usize, usize, f32),
@@ -99,9 +97,9 @@ pub(crate) unsafe fn step_row(
 ) {
     let live = row < batch;
     let quads = mh::quads_per_row(dim);
-    let mut ps = [[0.0f32; 4]; MAX_QUADS];
+    let mut ps = [[0.0f32; 4]; Q];
     let mut terms = 0.0f32;
-    for k in 0..MAX_QUADS {
+    for k in 0..Q {
         let q = groups.j + k * groups.g;
         if live && q < quads {
             // SAFETY: quad q of the target, inside mu and inv_var.
@@ -135,35 +133,21 @@ pub(crate) unsafe fn step_row(
     }
 }
 
-/// One Metropolis–Hastings step of every chain, `G` lanes per row, the row in registers.
-///
-/// # Parameters
-/// As `lesson1_thread_per_row`, with `dim % 4 == 0` and `dim <= 1024`.
-///
-/// # Thread mapping
-/// Warp `w` of `W` takes rows `w * R, ..., w * R + R - 1` with `R = 32 / G`, then the same
-/// rows `W * R` further on; group `i` of the warp (lanes `iG .. iG + G`) takes the `i`-th of
-/// them; lane `j` of a group owns quads `j, j + G, ...` of its row.
+/// The body of the entry points below.
 ///
 /// # Safety
-/// As `lesson1_thread_per_row`, with `dim % 4 == 0`, `dim <= 1024`, 16-byte aligned buffers
-/// and blocks of a multiple of 32 threads.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn lesson3_lane_groups(
+/// As [`lesson3_lane_groups_q2`], with `quads_per_lane(dim) <= Q`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn lane_groups<const Q: usize>(
     x: *const f32,
     x_new: *mut f32,
     accepted: *mut u8,
     mu: *const f32,
     inv_var: *const f32,
-    batch: u64,
-    dim: u64,
-    step_size: f32,
-    seed: u64,
-    step: u64,
-    _tile_rows: u32,
+    (batch, dim, step_size): (usize, usize, f32),
+    draws: &rng::StepDraws,
 ) {
-    let (batch, dim) = (batch as usize, dim as usize);
-    let draws = rng::StepDraws::new(rng::key(seed), step);
     let groups = Groups::of_this_warp(dim);
     // `base` is the same in every lane of the warp: the loop is uniform across the warp, and
     // groups past the batch go round with it (`row >= batch`: they load, store and decide
@@ -171,15 +155,15 @@ pub unsafe extern "ptx-kernel" fn lesson3_lane_groups(
     let mut base = groups.first_row;
     while base < batch {
         let row = base + groups.group;
-        // SAFETY: the kernel's contract; the whole warp runs this iteration.
+        // SAFETY: the caller's contract; the whole warp runs this iteration.
         unsafe {
-            let xs = load_lane_quads(x, row, batch, dim, groups);
+            let xs = load_lane_quads::<Q>(x, row, batch, dim, groups);
             step_row(
                 &xs,
                 row,
                 groups,
                 (batch, dim, step_size),
-                &draws,
+                draws,
                 mu,
                 inv_var,
                 x_new,
@@ -189,3 +173,44 @@ pub unsafe extern "ptx-kernel" fn lesson3_lane_groups(
         base += groups.stride;
     }
 }
+
+/// Defines a lesson-3 entry point with register arrays of `$q` quads per lane.
+macro_rules! lesson3 {
+    ($name:ident, $q:literal, $rows:literal) => {
+        #[doc = concat!("One Metropolis–Hastings step of every chain, `G` lanes per row, the row in registers (", $q, " quads per lane: rows of up to ", $rows, " elements).")]
+        ///
+        /// # Parameters
+        #[doc = concat!("As `lesson1_thread_per_row`, with `dim % 4 == 0` and `dim <= ", $rows, "`.")]
+        ///
+        /// # Thread mapping
+        /// Warp `w` of `W` takes rows `w * R, ..., w * R + R - 1` with `R = 32 / G`, then the
+        /// same rows `W * R` further on; group `i` of the warp (lanes `iG .. iG + G`) takes the
+        /// `i`-th of them; lane `j` of a group owns quads `j, j + G, ...` of its row.
+        ///
+        /// # Safety
+        /// As `lesson1_thread_per_row`, with the row limits above, 16-byte aligned buffers and
+        /// blocks of a multiple of 32 threads.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            step: u64,
+            _tile_rows: u32,
+        ) {
+            let draws = rng::StepDraws::new(rng::key(seed), step);
+            let sizes = (batch as usize, dim as usize, step_size);
+            // SAFETY: forwarded from this function's contract.
+            unsafe { lane_groups::<$q>(x, x_new, accepted, mu, inv_var, sizes, &draws) }
+        }
+    };
+}
+
+lesson3!(lesson3_lane_groups_q2, 2, 256);
+lesson3!(lesson3_lane_groups_q8, 8, 1024);

@@ -6,53 +6,41 @@
 //! registers; by the time the current row is done they have arrived (*software pipelining*).
 //! Nothing else changes: the same [`step_row`], the same bytes.
 //!
-//! **What it costs.** Another array of 8 quads per lane: 32 more registers, fewer warps per SM.
-//! The production step gets the same overlap at no register cost by staging the next row in
-//! shared memory with `cp.async` (`shared_feed.rs`), and keeps only the quads a row needs.
+//! **What it costs.** Another array of `Q` quads per lane: `4 Q` more registers, fewer warps
+//! per SM. The production step gets the same overlap at no register cost by staging the next
+//! row in shared memory with `cp.async` (`shared_feed.rs`).
 //!
 //! **Measured** (H200): see the lessons table in the README.
 
 use crate::gpu::lessons::l3_lane_groups::{Groups, load_lane_quads, step_row};
 use crate::rng;
 
-/// One Metropolis–Hastings step of every chain, as `lesson3_lane_groups`, with the next
-/// row's loads issued one row ahead.
-///
-/// # Parameters
-/// As `lesson3_lane_groups`.
-///
-/// # Thread mapping
-/// As `lesson3_lane_groups`.
+/// The body of the entry points below.
 ///
 /// # Safety
-/// As `lesson3_lane_groups`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn lesson4_loads_in_flight(
+/// As `lesson3_lane_groups_q2`, with `quads_per_lane(dim) <= Q`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn loads_in_flight<const Q: usize>(
     x: *const f32,
     x_new: *mut f32,
     accepted: *mut u8,
     mu: *const f32,
     inv_var: *const f32,
-    batch: u64,
-    dim: u64,
-    step_size: f32,
-    seed: u64,
-    step: u64,
-    _tile_rows: u32,
+    (batch, dim, step_size): (usize, usize, f32),
+    draws: &rng::StepDraws,
 ) {
-    let (batch, dim) = (batch as usize, dim as usize);
-    let draws = rng::StepDraws::new(rng::key(seed), step);
     let groups = Groups::of_this_warp(dim);
     let mut base = groups.first_row;
-    // SAFETY: the kernel's contract (a row past the batch loads nothing).
-    let mut next = unsafe { load_lane_quads(x, base + groups.group, batch, dim, groups) };
+    // SAFETY: the caller's contract (a row past the batch loads nothing).
+    let mut next = unsafe { load_lane_quads::<Q>(x, base + groups.group, batch, dim, groups) };
     while base < batch {
         let row = base + groups.group;
         let current = next;
         // Issued now, used in the next round: these loads travel while `current` computes.
         // SAFETY: as above.
-        next = unsafe { load_lane_quads(x, row + groups.stride, batch, dim, groups) };
-        // SAFETY: the kernel's contract; the whole warp runs this iteration (`base` is the
+        next = unsafe { load_lane_quads::<Q>(x, row + groups.stride, batch, dim, groups) };
+        // SAFETY: the caller's contract; the whole warp runs this iteration (`base` is the
         // same in every lane).
         unsafe {
             step_row(
@@ -60,7 +48,7 @@ pub unsafe extern "ptx-kernel" fn lesson4_loads_in_flight(
                 row,
                 groups,
                 (batch, dim, step_size),
-                &draws,
+                draws,
                 mu,
                 inv_var,
                 x_new,
@@ -70,3 +58,36 @@ pub unsafe extern "ptx-kernel" fn lesson4_loads_in_flight(
         base += groups.stride;
     }
 }
+
+/// Defines a lesson-4 entry point with register arrays of `$q` quads per lane.
+macro_rules! lesson4 {
+    ($name:ident, $q:literal) => {
+        /// One Metropolis–Hastings step of every chain, as lesson 3 with the same `Q`, with the
+        /// next row's loads issued one row ahead.
+        ///
+        /// # Parameters, Thread mapping, Safety
+        /// As lesson 3's entry point with the same `Q`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            step: u64,
+            _tile_rows: u32,
+        ) {
+            let draws = rng::StepDraws::new(rng::key(seed), step);
+            let sizes = (batch as usize, dim as usize, step_size);
+            // SAFETY: forwarded from this function's contract.
+            unsafe { loads_in_flight::<$q>(x, x_new, accepted, mu, inv_var, sizes, &draws) }
+        }
+    };
+}
+
+lesson4!(lesson4_loads_in_flight_q2, 2);
+lesson4!(lesson4_loads_in_flight_q8, 8);
