@@ -3,8 +3,9 @@
 //! It is built from the kernel crate's own functions ([`fused_mh_kernel::mh`],
 //! [`fused_mh_kernel::rng`]) and follows the GPU's order of floating-point operations: each row
 //! is cut into quads, quad `q` is added to "lane" `q % G`'s partial sum (`G` =
-//! [`mh::group_width`]), and the `G` partials are combined in the group's butterfly order. The only differences from the GPU are `ln`, `sin`
-//! and `cos`, which the GPU computes with its special function units (see
+//! [`mh::group_width`]), and the `G` partials are combined in the group's butterfly order. The
+//! only differences from the GPU are `sin`, `cos` and `sqrt`, which the GPU computes with its
+//! special function units (`ln` is the kernel crate's own, the same bits on both; see
 //! [`fused_mh_kernel::math`]), so results agree to about 1e-6 rather than bit for bit.
 //!
 //! [`step`] and [`step_with_noise`] run on one thread; [`par_step`] and [`par_step_with_noise`]

@@ -8,11 +8,12 @@
 //!   its own (it emits `mul.rn` and `add.rn`, which ptxas may not contract), so every fusion in
 //!   this crate is written out, and GPU and CPU round identically.
 //! - [`ln`] is written here with [`fma`], additions and multiplications: a range reduction by
-//!   bit manipulation and a degree-8 polynomial (Horner), no division, no branch on the common path: the
+//!   bit manipulation and a polynomial of degree 8 in the reduced argument (`f + f^2 (-1/2 +
+//!   f P(f))`, `P` of degree 5, by Horner), no division, no branch on the common path: the
 //!   same bits on the GPU and the CPU. It replaced `libm::logf`, whose division and
 //!   special-case branches made it the largest part of the Box–Muller transform on the H200.
 //! - `sin`, `cos` and `sqrt` are the GPU's special function unit instructions `sin.approx.f32`,
-//!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, see the `gpu` module): one instruction
+//!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, `gpu/device/sfu.rs`): one instruction
 //!   each, at 16 per clock per SM beside the 128 FP32 lanes. On the CPU they are `libm`'s.
 //!
 //! The price of the SFU is accuracy, and it is bounded: `sin/cos.approx` err by at most about

@@ -14,6 +14,9 @@
 //! 5. The production step (`step.rs`, `entries.rs`): the target in shared memory, tiles of
 //!    rows sharing one uniform per lane, and on sm_80 the next row staged in shared memory by
 //!    `cp.async` (`shared_feed.rs`).
+//!
+//! Measured on the H200 (% of the device-to-device copy bandwidth, (1048576, 64) and
+//! (65536, 1024)): 10.7 / 8.1, 22.9 / 61.9, 81.2 / 76.6, 78.6 / 63.9, 90.3 / 92.9.
 
 pub mod l1_thread_per_row;
 pub mod l2_warp_per_row;
