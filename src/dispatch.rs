@@ -18,10 +18,8 @@ use crate::Shape;
 pub const THREADS_PER_BLOCK: u32 = 256;
 /// Threads per block for the kernels that draw their random numbers (the in-kernel-RNG step
 /// and the fused K-step kernel): 4 warps. Their 70-odd registers per thread let 3 blocks of
-/// 256 (24 warps) or 7 blocks of 128 (28 warps) onto an SM; measured on the H200, 128 ran the
-/// (1048576, 64) step at 86.8 % of copy bandwidth against 84.7 %, and the fused (65536, 1024)
-/// at 102 µs per step against 118. Caller noise (80 registers) lost 1.7 points with 128 and
-/// keeps 256.
+/// 256 (24 warps) or 7 blocks of 128 (28 warps) onto an SM: the smaller blocks fit more warps.
+/// Caller noise (80 registers) is faster with 256 (`bench/NOTES.md` has the measurements).
 pub const RNG_THREADS_PER_BLOCK: u32 = 128;
 // The staged steps' shared arrays are sized for blocks of this many warps.
 const _: () = assert!(RNG_THREADS_PER_BLOCK as usize == STAGED_WARPS_PER_BLOCK * WARP_SIZE);
@@ -36,8 +34,8 @@ const MIN_WARPS_PER_SM: usize = 32;
 const STAGED_TILE_ELEMENTS: usize = 2048;
 /// Below this many warps per SM (four per scheduler) with one lane group per row, the fused
 /// kernel spreads each row over twice the lanes (`mh_chain_split*`): the step is a chain of
-/// dependent latencies (Philox rounds, shuffles), and with two warps per scheduler the H200
-/// issued on half of its cycles (`bench/NOTES.md`, fused F6). The results do not depend on it.
+/// dependent latencies (Philox rounds, shuffles), and two warps per scheduler cannot hide them
+/// (`bench/NOTES.md`, fused F6, has ncu's figures). The results do not depend on it.
 const SPLIT_BELOW_WARPS_PER_SM: usize = 16;
 
 /// What the choice depends on about the GPU.
@@ -155,11 +153,9 @@ fn tiles(shape: Shape, threads: u32, device: Device) -> (u32, u32) {
 
 /// The grid and tiles of the one-warp-per-row staged step (`mh_step_staged_q8_v4`): blocks of
 /// [`STAGED_WARPS_PER_BLOCK`] warps (its shared array is sized for them), and tiles of about
-/// [`STAGED_TILE_ELEMENTS`] elements, so that a block lives for a few rows only: measured on
-/// the H200 at (65536, 1024), tiles of 8 rows (the general rule of [`tiles`]) ran at 87 % of
-/// the copy bandwidth, 4 rows at 91 %, 2 rows at 93 %, and at (131072, 512) 86, 91 and 88 %
-/// (`bench/NOTES.md`, session 5, S6). Short-lived blocks spread the launch's last rows evenly
-/// over the SMs.
+/// [`STAGED_TILE_ELEMENTS`] elements, so that a block lives for a few rows only: short-lived
+/// blocks spread the launch's last rows evenly over the SMs (`bench/NOTES.md`, session 5, S6,
+/// has the tile sizes measured).
 fn staged_tiles(shape: Shape, device: Device) -> (u32, u32) {
     let tile = (STAGED_TILE_ELEMENTS / shape.dim()).clamp(1, WARP_SIZE);
     // A power of two, as the kernel's tile loop requires.

@@ -10,8 +10,8 @@
 //! - [`ln`] is written here with [`fma`], additions and multiplications: a range reduction by
 //!   bit manipulation and a polynomial of degree 8 in the reduced argument (`f + f^2 (-1/2 +
 //!   f P(f))`, `P` of degree 5, by Horner), no division, no branch on the common path: the
-//!   same bits on the GPU and the CPU. It replaced `libm::logf`, whose division and
-//!   special-case branches made it the largest part of the Box–Muller transform on the H200.
+//!   same bits on the GPU and the CPU. `libm::logf` would work too, but its division and
+//!   special-case branches would be the largest part of the Box–Muller transform.
 //! - `sin`, `cos` and `sqrt` are the GPU's special function unit instructions `sin.approx.f32`,
 //!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, `gpu/device/sfu.rs`): one instruction
 //!   each, at 16 per clock per SM beside the 128 FP32 lanes. On the CPU they are `libm`'s.
@@ -20,9 +20,9 @@
 //! 2^-20.5 absolute on [-pi, pi] (the range the normal transform uses) and `sqrt.approx` by
 //! 2^-23 relative, times a Box–Muller radius of at most 5.65, so a normal drawn on the GPU is
 //! within about 4.5e-6 of the CPU's: inside the tolerances of `cpu::StepOutput::compare` in the
-//! host library. `lg2.approx.f32` was tried for `ln` and rejected: its error is *absolute*
-//! (about 2^-22) near 1, where the radius `sqrt(-2 ln u)` is small, so a few normals per
-//! million came out 4e-5 off (seen on the H200).
+//! host library. `lg2.approx.f32` does not serve for `ln`: its error is *absolute* (about
+//! 2^-22) near 1, where the radius `sqrt(-2 ln u)` is small, so a few normals per million
+//! would land 4e-5 off (`bench/NOTES.md`).
 
 /// `ln(1 + f) = f + f^2 (-1/2 + f P(f))` for `f` in `[sqrt(1/2) - 1, sqrt(2) - 1]`: the
 /// coefficients of `P`, lowest degree first, fitted for minimax relative error in f64 and

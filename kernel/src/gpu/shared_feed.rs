@@ -18,9 +18,9 @@ use crate::mh::{self, QUAD, WARP_SIZE};
 /// per warp: the row being computed and the next one, in flight.
 ///
 /// Why: a row of 1024 elements is 8 quads per lane. Held in registers, the row and the next one
-/// loaded ahead took 154 registers and the step ran at 59 % of the copy bandwidth on the H200
-/// (`bench/NOTES.md`); streamed instead (no row held), each row started with a wait for memory
-/// and rejected rows were written twice: 72 %. An asynchronous copy lands in shared memory
+/// loaded ahead need about 150 registers, too few warps fit on an SM; streamed instead (no row
+/// held), each row starts with a wait for memory and a rejected row is written twice
+/// (`bench/NOTES.md`, session 5, has the measurements). An asynchronous copy lands in shared memory
 /// without a register and without the lane waiting for it until `cp.async.wait_group`, so the
 /// next row can be in flight for the whole of the current row at no register cost, and a
 /// rejected row is written back from shared memory instead of being re-read from L2.

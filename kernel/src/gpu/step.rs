@@ -36,11 +36,9 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
     // n_quads`, the same in every lane: no divergence): a lane without it computes a quad of
     // zeros against a zero target, which adds exactly 0 to its sum (see `stage_target`), and
     // stores nothing. Cheaper than a branch per lane around each quad.
-    //
-    // (Computing the first two quads always, as the fused kernel does, removes the branches and
-    // 8 % of the instructions here, but ptxas then sank the next row's loads below this
-    // arithmetic and the (1M, 64) step lost 2 to 5 points on the H200: `bench/NOTES.md`,
-    // session 4, tried and dropped.)
+    // (The fused kernel computes its first quads unconditionally instead; here that lets ptxas
+    // sink the next row's loads below this arithmetic, which costs more than the branches:
+    // `bench/NOTES.md`, session 4.)
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if k * slot.g < n_quads {
@@ -77,8 +75,8 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
 }
 
 /// Quads a lane of a streamed row has in flight ahead of the one it computes: one 16-byte
-/// load (two with caller noise) each. Measured on the H200 (`bench/NOTES.md`, #15): 2 beat 1
-/// by 3.6 points at (65536, 1024) with in-kernel RNG; 3, 4 and 6 were no better than 2.
+/// load (two with caller noise) each: two hide the wait of the quad being computed, more add
+/// registers and nothing else (`bench/NOTES.md`, #15, has the measurements).
 pub(crate) const STREAM_DEPTH: usize = 2;
 
 /// A row of any length, kept nowhere: pass 1 computes each quad's proposal, adds its terms,
@@ -162,10 +160,9 @@ pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool>(
 }
 
 /// Quads per lane that pass 2 of a streamed row reloads before it stores any (see
-/// `row_streaming`). Measured on the H200 (`bench/NOTES.md`, #17): one quad at a time, a
-/// rejected row of 4096 elements waited for 32 round trips to L2 in a row; batches of 4 gave
-/// +6.5 points at (16384, 4096) with in-kernel RNG and +1.6 at (65536, 1024). Batches of 8 took
-/// the streaming kernel from 56 to 103 registers and were slower.
+/// `row_streaming`): one quad at a time, a rejected row of 4096 elements would wait for 32
+/// round trips to L2 in a row; batches of 4 overlap them, batches of 8 need twice the
+/// registers (`bench/NOTES.md`, #17, has the measurements).
 pub(crate) const REWRITE_BATCH: usize = 4;
 
 /// The group's decision: sum the partials, then `log u < log alpha`. A row past the batch

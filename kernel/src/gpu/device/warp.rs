@@ -72,9 +72,9 @@ pub(crate) unsafe fn shfl_xor(v: f32, lane_mask: u32) -> f32 {
 /// One uniform branch skips the levels 16 and 8 for groups of at most 8 lanes (rows of at most
 /// 64 elements): each level is a shuffle's latency on the step's critical path. The rest is
 /// straight-line code, so the compiler can interleave the shuffles with other work (the fused
-/// kernel draws the next step's normals meanwhile). For dim 64: 9 instructions and 4 shuffles
-/// in a row, against 30 instructions and 5 shuffles for the butterfly with a compare and a
-/// select per level that it replaced (`bench/NOTES.md`, fused F5).
+/// kernel draws the next step's normals meanwhile). For dim 64 that is 9 instructions and 4
+/// shuffles in a row; a butterfly with a compare and a select per level takes 30 and 5
+/// (`bench/NOTES.md`, fused F5, has the measurements).
 ///
 /// # Safety
 /// All 32 lanes of the warp call this together, with the same `g` (see [`shfl_idx`]).
@@ -127,8 +127,8 @@ pub(crate) unsafe fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f3
 
 /// The decision of each split row: the upper half's first lane decides on the total, and a
 /// ballot hands its decision to the row's other lanes (`decider_bit`: that lane's bit). A vote
-/// is quicker than a shuffle of the total: (4096, 64) fused went from 0.507 to 0.492 µs per
-/// step on the H200 (`bench/NOTES.md`, fused F6).
+/// takes a shuffle off the step's critical path: the lanes need one bit, not the total
+/// (`bench/NOTES.md`, fused F6, has the measurements).
 ///
 /// # Safety
 /// As [`shfl_idx`].
