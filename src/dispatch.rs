@@ -172,8 +172,8 @@ fn staged_tiles(shape: Shape, device: Device) -> (u32, u32) {
 /// [`mh::MAX_FUSED_QUADS_PER_LANE`] quads per lane, rows over 1024 elements): such rows run
 /// as single steps followed by [`stats_update`].
 ///
-/// Batches too small to give `SPLIT_BELOW_WARPS_PER_SM` (16) warps per SM with one lane group per
-/// row take the `split` kernels (rows of at most [`MAX_SPLIT_DIM`] elements, without moments):
+/// Batches too small to give `SPLIT_BELOW_WARPS_PER_SM` (16) warps per SM with one lane group
+/// per row take the `split` kernels (rows of at most [`MAX_SPLIT_DIM`] elements, without moments):
 /// each row over twice the lanes, bit-identical to the others.
 pub fn fused(shape: Shape, moments: bool, device: Device) -> Option<Launch> {
     let (batch, dim) = (shape.batch(), shape.dim());

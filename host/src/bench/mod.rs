@@ -7,11 +7,15 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
-use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaEvent, CudaSlice};
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use fused_mh::{DeviceChains, DeviceTarget, Error, Gpu, Shape, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
+
+mod table;
+mod timing;
+
+pub(crate) use timing::{Times, copy_bandwidth, time_each};
 
 use crate::budget::Budget;
 use crate::console;
@@ -49,8 +53,6 @@ const FUSED_CASES: [(usize, usize, u32, Option<f64>); 3] = [
 /// The CPU reference runs on at most this many elements per configuration; beyond, it runs on
 /// the first rows and its time is scaled to the whole batch (marked "sampled").
 const CPU_SAMPLE_ELEMENTS: usize = 1 << 22;
-/// Copy-bandwidth buffer: 1 GiB, far beyond the 50 MB L2.
-const COPY_BYTES: usize = 1 << 30;
 
 /// Which entry point to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
@@ -145,25 +147,6 @@ fn device_budget(batch: usize, dim: usize, noise: bool) -> Budget {
 fn is_report(text: &str) -> bool {
     serde_json::from_str::<serde_json::Value>(text)
         .is_ok_and(|v| v["git_rev"].is_string() && v["rows"].is_array())
-}
-
-/// Minimum, median and maximum of a sample of times, in microseconds.
-#[derive(Clone, Copy, Debug, Serialize)]
-pub(crate) struct Times {
-    pub(crate) min_us: f64,
-    pub(crate) median_us: f64,
-    pub(crate) max_us: f64,
-}
-
-impl Times {
-    pub(crate) fn of(mut us: Vec<f64>) -> Self {
-        us.sort_by(f64::total_cmp);
-        Self {
-            min_us: us[0],
-            median_us: us[us.len() / 2],
-            max_us: us[us.len() - 1],
-        }
-    }
 }
 
 /// One configuration's figures.
@@ -357,52 +340,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         json.write(&serde_json::to_string_pretty(&report)?)?;
         console::note(format_args!("wrote {path}"));
     }
-    console::print(&table(&report)?)
-}
-
-/// A timing event (CUDA events are created without timing unless asked).
-fn timing_event(gpu: &Gpu) -> Result<CudaEvent> {
-    Ok(gpu
-        .context()
-        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
-}
-
-/// Times `work` with a pair of device events around each repetition, after `warmup` untimed
-/// runs; one synchronization at the end, none inside the loop.
-pub(crate) fn time_each(
-    gpu: &Gpu,
-    warmup: usize,
-    reps: usize,
-    mut work: impl FnMut() -> Result<()>,
-) -> Result<Times> {
-    for _ in 0..warmup {
-        work()?;
-    }
-    let events: Vec<(CudaEvent, CudaEvent)> = (0..reps)
-        .map(|_| Ok((timing_event(gpu)?, timing_event(gpu)?)))
-        .collect::<Result<_>>()?;
-    for (start, end) in &events {
-        start.record(gpu.stream())?;
-        work()?;
-        end.record(gpu.stream())?;
-    }
-    gpu.synchronize()?;
-    let us = events
-        .iter()
-        .map(|(s, e)| Ok(f64::from(s.elapsed_ms(e)?) * 1e3))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Times::of(us))
-}
-
-/// Device-to-device copy bandwidth, bytes read plus bytes written, in GB/s (median).
-pub(crate) fn copy_bandwidth(gpu: &Gpu, reps: usize) -> Result<f64> {
-    let n = COPY_BYTES / size_of::<f32>();
-    let src: CudaSlice<f32> = gpu.stream().alloc_zeros(n)?;
-    let mut dst: CudaSlice<f32> = gpu.stream().alloc_zeros(n)?;
-    let times = time_each(gpu, 3, reps, || {
-        Ok(gpu.stream().memcpy_dtod(&src, &mut dst)?)
-    })?;
-    Ok(2.0 * COPY_BYTES as f64 / (times.median_us * 1e-6) / 1e9)
+    console::print(&table::table(&report)?)
 }
 
 /// The CPU reference on the first rows (all of them when small enough): its output and its
@@ -616,117 +554,4 @@ fn fused(
         target_us: target,
         target_met: target.map(|t| us_per_step <= t),
     })
-}
-
-/// The human report: the table of configurations, the launch-bound figure, the fused rows.
-fn table(report: &Report) -> Result<String, std::fmt::Error> {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    if let Some(c) = report.copy_gbps {
-        writeln!(
-            out,
-            "device-to-device copy: {c:.0} GB/s (read + write), the roofline below"
-        )?;
-    }
-    writeln!(
-        out,
-        "{:<6} {:>8} {:>5} {:>26} {:>9} {:>7} {:>6} {:>10} {:>12} {:>8} {:<14} target",
-        "mode",
-        "batch",
-        "dim",
-        "GPU us min/med/max",
-        "MB",
-        "GB/s",
-        "%copy",
-        "Gupd/s",
-        "CPU ms",
-        "speedup",
-        "check",
-    )?;
-    for r in &report.rows {
-        let gpu = r.gpu.map_or("-".into(), |t| {
-            format!("{:.2}/{:.2}/{:.2}", t.min_us, t.median_us, t.max_us)
-        });
-        let opt = |v: Option<f64>, scale: f64, prec: usize| {
-            v.map_or("-".into(), |v| format!("{:.*}", prec, v * scale))
-        };
-        let cpu = match r.cpu_sampled_rows {
-            Some(rows) => format!("{:.1}*", r.cpu_ms).to_string() + &format!("({rows})"),
-            None => format!("{:.2}", r.cpu_ms),
-        };
-        let target = match (r.target_fraction, r.target_met) {
-            (Some(t), Some(true)) => format!(">={:.0}% met", t * 100.0),
-            (Some(t), Some(false)) => format!(">={:.0}% MISSED", t * 100.0),
-            (Some(t), None) => format!(">={:.0}%", t * 100.0),
-            _ => String::new(),
-        };
-        writeln!(
-            out,
-            "{:<6} {:>8} {:>5} {:>26} {:>9.1} {:>7} {:>6} {:>10} {:>12} {:>8} {:<14} {}",
-            format!("{:?}", r.mode).to_lowercase(),
-            r.batch,
-            r.dim,
-            gpu,
-            r.bytes as f64 / 1e6,
-            opt(r.gbps, 1.0, 0),
-            opt(r.copy_fraction, 100.0, 1),
-            opt(r.updates_per_s, 1e-9, 1),
-            cpu,
-            opt(r.speedup, 1.0, 0),
-            r.check,
-            target
-        )?;
-    }
-    if report.rows.iter().any(|r| r.cpu_sampled_rows.is_some()) {
-        writeln!(
-            out,
-            "* CPU reference ({} threads) run on the first (N) rows and scaled to the batch",
-            report.cpu_threads
-        )?;
-    }
-    if let Some(lb) = &report.launch_bound {
-        writeln!(
-            out,
-            "back to back, {}x{}, {} steps: {:.2} us/step on a stream, {} us/step as a CUDA graph (target <= {} us: {})",
-            lb.batch,
-            lb.dim,
-            lb.steps,
-            lb.stream_us_per_step,
-            lb.graph_us_per_step
-                .map_or("-".into(), |g| format!("{g:.2}")),
-            lb.target_us,
-            if lb.target_met { "met" } else { "MISSED" }
-        )?;
-    }
-    if !report.fused.is_empty() {
-        writeln!(out, "fused: K steps per launch, the state in registers")?;
-        writeln!(
-            out,
-            "{:>8} {:>5} {:>5} {:>28} {:>10} {:>10}  {:<36} target",
-            "batch", "dim", "K", "GPU us/launch min/med/max", "us/step", "Gupd/s", "check"
-        )?;
-    }
-    for f in &report.fused {
-        let target = match (f.target_us, f.target_met) {
-            (Some(t), Some(true)) => format!("<={t} us/step met"),
-            (Some(t), _) => format!("<={t} us/step MISSED"),
-            _ => String::new(),
-        };
-        writeln!(
-            out,
-            "{:>8} {:>5} {:>5} {:>28} {:>10.3} {:>10.1}  {:<36} {}",
-            f.batch,
-            f.dim,
-            f.steps_per_launch,
-            format!(
-                "{:.1}/{:.1}/{:.1}",
-                f.gpu.min_us, f.gpu.median_us, f.gpu.max_us
-            ),
-            f.us_per_step,
-            f.updates_per_s * 1e-9,
-            f.check,
-            target
-        )?;
-    }
-    Ok(out)
 }
