@@ -350,7 +350,9 @@ impl Gpu {
             Draws::Caller(noise) => launch.arg(&noise.noise).arg(&noise.uniform),
         };
         launch.arg(&tile_rows);
-        // SAFETY: the arguments match the entry points' signatures in order and type:
+        // SAFETY: the arguments match the step kernels' one signature, written once in
+        // `kernel/src/gpu/entries.rs` (`rng_entry_point!`, `caller_noise_entry_point!`; the
+        // lessons and the staged steps share it), in order and type:
         // `(x, x_new, accepted, mu, inv_var, batch: u64, dim: u64, step_size: f32,
         //   seed: u64, step: u64 | noise: *const f32, uniform: *const f32, tile_rows: u32)`.
         // x and x_next hold batch*dim floats (the shape they were allocated for), accepted

@@ -382,7 +382,8 @@ impl Gpu {
             }
         };
         launch.arg(&thin).arg(&first);
-        // SAFETY: the arguments match `mh_chain_*`'s signature in order and type:
+        // SAFETY: the arguments match `mh_chain_*`'s one signature (`chain_entry_point!` in
+        // `kernel/src/gpu/chain.rs`) in order and type:
         // `(x: *mut f32, accepted_count: *mut u32, mu, inv_var, batch: u64, dim: u64,
         //   step_size: f32, seed: u64, first_step: u64, steps: u32, mean: *mut f64,
         //   m2: *mut f64, stats_n: u64, trace: *mut f32, thin: u32, trace_first: u32)`.
