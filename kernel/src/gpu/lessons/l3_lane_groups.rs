@@ -177,10 +177,11 @@ unsafe fn lane_groups<const Q: usize>(
     }
 }
 
-/// Defines a lesson-3 entry point with register arrays of `$q` quads per lane.
-macro_rules! lesson3 {
-    ($name:ident, $q:literal, $rows:literal) => {
-        #[doc = concat!("One Metropolis–Hastings step of every chain, `G` lanes per row, the row in registers (", $q, " quads per lane: rows of up to ", $rows, " elements).")]
+/// Defines an entry point of lessons 3 and 4 that runs `$body::<$q>` (register arrays of `$q`
+/// quads per lane, rows of up to `$rows` elements): the step kernels' signature, once for both.
+macro_rules! lane_group_entry_point {
+    ($name:ident, $body:ident, $q:literal, $rows:literal, $what:literal) => {
+        #[doc = concat!("One Metropolis–Hastings step of every chain, ", $what, " (", $q, " quads per lane: rows of up to ", $rows, " elements).")]
         ///
         /// # Parameters
         #[doc = concat!("As `lesson1_thread_per_row`, with `dim % 4 == 0` and `dim <= ", $rows, "`.")]
@@ -207,13 +208,26 @@ macro_rules! lesson3 {
             step: u64,
             _tile_rows: u32,
         ) {
-            let draws = rng::StepDraws::new(rng::key(seed), step);
+            let draws = $crate::rng::StepDraws::new($crate::rng::key(seed), step);
             let sizes = (batch as usize, dim as usize, step_size);
             // SAFETY: forwarded from this function's contract.
-            unsafe { lane_groups::<$q>(x, x_new, accepted, mu, inv_var, sizes, &draws) }
+            unsafe { $body::<$q>(x, x_new, accepted, mu, inv_var, sizes, &draws) }
         }
     };
 }
+pub(crate) use lane_group_entry_point;
 
-lesson3!(lesson3_lane_groups_q2, 2, 256);
-lesson3!(lesson3_lane_groups_q8, 8, 1024);
+lane_group_entry_point!(
+    lesson3_lane_groups_q2,
+    lane_groups,
+    2,
+    256,
+    "`G` lanes per row, the row in registers"
+);
+lane_group_entry_point!(
+    lesson3_lane_groups_q8,
+    lane_groups,
+    8,
+    1024,
+    "`G` lanes per row, the row in registers"
+);

@@ -15,7 +15,9 @@
 //! hold the next row cost more resident warps than the overlap wins. That is why the
 //! production step stages the next row in shared memory instead (90.3 % and 92.9 %).
 
-use crate::gpu::lessons::l3_lane_groups::{Groups, load_lane_quads, step_row};
+use crate::gpu::lessons::l3_lane_groups::{
+    Groups, lane_group_entry_point, load_lane_quads, step_row,
+};
 use crate::rng;
 
 /// The body of the entry points below.
@@ -62,35 +64,17 @@ unsafe fn loads_in_flight<const Q: usize>(
     }
 }
 
-/// Defines a lesson-4 entry point with register arrays of `$q` quads per lane.
-macro_rules! lesson4 {
-    ($name:ident, $q:literal) => {
-        /// One Metropolis–Hastings step of every chain, as lesson 3 with the same `Q`, with the
-        /// next row's loads issued one row ahead.
-        ///
-        /// # Parameters, Thread mapping, Safety
-        /// As lesson 3's entry point with the same `Q`.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(
-            x: *const f32,
-            x_new: *mut f32,
-            accepted: *mut u8,
-            mu: *const f32,
-            inv_var: *const f32,
-            batch: u64,
-            dim: u64,
-            step_size: f32,
-            seed: u64,
-            step: u64,
-            _tile_rows: u32,
-        ) {
-            let draws = rng::StepDraws::new(rng::key(seed), step);
-            let sizes = (batch as usize, dim as usize, step_size);
-            // SAFETY: forwarded from this function's contract.
-            unsafe { loads_in_flight::<$q>(x, x_new, accepted, mu, inv_var, sizes, &draws) }
-        }
-    };
-}
-
-lesson4!(lesson4_loads_in_flight_q2, 2);
-lesson4!(lesson4_loads_in_flight_q8, 8);
+lane_group_entry_point!(
+    lesson4_loads_in_flight_q2,
+    loads_in_flight,
+    2,
+    256,
+    "as lesson 3, with the next row's loads issued one row ahead"
+);
+lane_group_entry_point!(
+    lesson4_loads_in_flight_q8,
+    loads_in_flight,
+    8,
+    1024,
+    "as lesson 3, with the next row's loads issued one row ahead"
+);
