@@ -10,8 +10,8 @@
 //! loop over rows must be the same in all 32 lanes (the shuffle needs the whole warp), so rows
 //! are handed out per warp. The second pass still draws the normals again.
 //!
-//! **Measured** (H200): 554 µs at (1048576, 64), 22.9 % of the copy bandwidth (half the
-//! lanes idle, and each row's normals drawn twice); 205 µs at (65536, 1024), 61.9 %.
+//! **Measured** (H200): 554 µs at (1048576, 64), 22.8 % of the copy bandwidth (half the
+//! lanes idle, and each row's normals drawn twice); 204 µs at (65536, 1024), 61.7 %.
 //! 40 registers.
 
 use crate::gpu::device::memory::{load_quad, store_quad};

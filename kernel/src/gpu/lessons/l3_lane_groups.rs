@@ -14,8 +14,8 @@
 //! **What it costs.** Each row still waits for its own loads before computing: nothing else
 //! is in flight while it does. The `_q8` arrays hold 64 registers whatever the row needs.
 //!
-//! **Measured** (H200): 157 µs at (1048576, 64), 81.2 % of the copy bandwidth (`_q2`, 56
-//! registers); 166 µs at (65536, 1024), 76.6 % (`_q8`, 164 registers). Every lane of a group
+//! **Measured** (H200): 156 µs at (1048576, 64), 80.9 % of the copy bandwidth (`_q2`, 56
+//! registers); 164 µs at (65536, 1024), 76.7 % (`_q8`, 164 registers). Every lane of a group
 //! also draws its row's uniform (one more Philox call per lane and row); the production step
 //! draws it once per row and hands it over with a shuffle.
 

@@ -10,10 +10,10 @@
 //! per SM. The production step gets the same overlap at no register cost by staging the next
 //! row in shared memory with `cp.async` (`shared_feed.rs`).
 //!
-//! **Measured** (H200): 162 µs at (1048576, 64), 78.6 % (`_q2`, 72 registers); 198 µs at
-//! (65536, 1024), 63.9 % (`_q8`, 234 registers) — *slower* than lesson 3: the registers that
+//! **Measured** (H200): 161 µs at (1048576, 64), 78.4 % (`_q2`, 72 registers); 197 µs at
+//! (65536, 1024), 64.0 % (`_q8`, 234 registers) — *slower* than lesson 3: the registers that
 //! hold the next row cost more resident warps than the overlap wins. That is why the
-//! production step stages the next row in shared memory instead (90.3 % and 92.9 %).
+//! production step stages the next row in shared memory instead (89.9 % and 92.6 %).
 
 use crate::gpu::lessons::l3_lane_groups::{
     Groups, lane_group_entry_point, load_lane_quads, step_row,
