@@ -30,6 +30,7 @@
 
 pub mod cpu;
 mod device;
+pub mod diagnostics;
 pub mod dispatch;
 mod error;
 pub mod host_memory;

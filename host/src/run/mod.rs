@@ -48,6 +48,9 @@ pub enum InitDist {
     Normal,
     /// All zeros.
     Zeros,
+    /// Drawn from the target with 4 times its standard deviation, `mu + 4 sigma z`: starting
+    /// points apart, for superchains (`--superchain-size`).
+    Overdispersed,
 }
 
 /// Options of `host run`.
@@ -87,6 +90,10 @@ pub struct RunArgs {
         "init", "batch", "dim", "init_dist", "mu", "sigma", "step_size", "seed", "noise",
     ])]
     resume: Option<PathBuf>,
+    /// Chains per superchain for the convergence diagnostics (nested R-hat; 1: R-hat):
+    /// consecutive chains, which start from one point when the initial states are generated.
+    #[arg(long, default_value_t = 1, conflicts_with = "noise")]
+    superchain_size: usize,
     /// Steps per GPU launch (the fused kernel keeps each chain in registers for these).
     #[arg(long, default_value_t = 100, conflicts_with = "noise")]
     steps_per_launch: u32,
@@ -144,6 +151,16 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     let plan = Plan::new(&args, resume.as_ref())?;
     let shape = plan.shape;
+    let m = args.superchain_size;
+    ensure!(m >= 1, "--superchain-size must be at least 1");
+    let diagnosable = shape.batch().is_multiple_of(m) && shape.batch() / m >= 2 && steps >= 2;
+    if m > 1 && !diagnosable {
+        bail!(
+            "--superchain-size {m}: the batch of {} chains must be a multiple of {m} with at \
+             least two superchains, and the run at least 2 steps",
+            shape.batch()
+        );
+    }
     let run_plan = RunPlan {
         thin: args.thin.unwrap_or(0),
         ..RunPlan::new(args.steps, args.steps_per_launch)
@@ -178,7 +195,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let (Init::File(path, _), None, false) = (&plan.init, &resume, caller_noise) {
         inputs::warn_if_replaying(path, seed);
     }
-    let inputs = plan.read(seed)?;
+    let inputs = plan.read(seed, m)?;
     let step_size = match (&resume, args.step_size) {
         (Some(r), _) => r.summary.step_size,
         (None, Some(s)) => s,
@@ -215,6 +232,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         acceptance_rate: 0.0,
         seconds: 0.0,
         converted_from_f64: inputs.converted.clone(),
+        diagnostics: None,
         files: Vec::new(),
     };
     let (b, d) = (shape.batch(), shape.dim());
@@ -257,6 +275,16 @@ pub fn run(args: RunArgs) -> Result<()> {
             .chain(args.thin.map(|_| "trace.npy"))
             .map(String::from)
             .collect();
+        if diagnosable {
+            let d = fused_mh::diagnostics::from_chain_moments(
+                shape,
+                m,
+                args.steps,
+                &stats.mean,
+                &stats.var,
+            )?;
+            summary.diagnostics = Some(summary::DiagnosticsSummary::from(&d));
+        }
         summary.accepted_total = stats.accepted.iter().sum();
         summary.acceptance_rate = summary.accepted_total as f64 / (args.steps as f64 * b as f64);
         summary::describe(&summary, &inputs.target, &stats)

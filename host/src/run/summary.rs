@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use fused_mh::Target;
+use fused_mh::diagnostics::Diagnostics;
 use serde::{Deserialize, Serialize};
 
 use crate::outdir::SUMMARY;
@@ -49,8 +50,33 @@ pub struct Summary {
     pub acceptance_rate: f64,
     pub seconds: f64,
     pub converted_from_f64: Vec<String>,
+    /// Nested R-hat and ESS per dimension over the run (`fused_mh::diagnostics`); absent for
+    /// caller noise, a single chain or a single step.
+    pub diagnostics: Option<DiagnosticsSummary>,
     /// Every file of the output directory, this one included.
     pub files: Vec<String>,
+}
+
+/// The convergence diagnostics as summary.json records them.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct DiagnosticsSummary {
+    pub superchain_size: usize,
+    pub max_nested_rhat: f64,
+    pub min_ess: f64,
+    pub nested_rhat: Vec<f64>,
+    pub ess: Vec<f64>,
+}
+
+impl From<&Diagnostics> for DiagnosticsSummary {
+    fn from(d: &Diagnostics) -> Self {
+        Self {
+            superchain_size: d.superchain_size,
+            max_nested_rhat: d.max_nested_rhat(),
+            min_ess: d.min_ess(),
+            nested_rhat: d.nested_rhat.clone(),
+            ess: d.ess.clone(),
+        }
+    }
 }
 
 /// Reads `DIR/summary.json` of an earlier run, or says why it cannot be read.
@@ -121,10 +147,17 @@ pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
         "{} chains x {} dims, {} steps on {}: acceptance rate {:.4}\n",
         b, d, summary.steps, summary.device, summary.acceptance_rate
     );
+    if let Some(d) = &summary.diagnostics {
+        let _ = writeln!(
+            text,
+            "worst nested R-hat {:.4} (superchains of {}), lowest ESS {:.0}",
+            d.max_nested_rhat, d.superchain_size, d.min_ess
+        );
+    }
     let _ = writeln!(
         text,
-        "{:>5} {:>12} {:>12} {:>12} {:>12}",
-        "dim", "mean", "mu", "variance", "sigma^2"
+        "{:>5} {:>12} {:>12} {:>12} {:>12} {:>9} {:>10}",
+        "dim", "mean", "mu", "variance", "sigma^2", "R-hat", "ESS"
     );
     const SHOWN: usize = 16;
     for j in 0..d.min(SHOWN) {
@@ -134,14 +167,25 @@ pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
         let within = (0..b).map(|c| stats.var[c * d + j]).sum::<f64>() / b as f64;
         let between = means.map(|m| (m - pooled).powi(2)).sum::<f64>() / b as f64;
         let sigma2 = 1.0 / f64::from(target.inv_var()[j]);
+        let (rhat, ess) = summary.diagnostics.as_ref().map_or_else(
+            || ("-".to_string(), "-".to_string()),
+            |d| {
+                (
+                    format!("{:.4}", d.nested_rhat[j]),
+                    format!("{:.0}", d.ess[j]),
+                )
+            },
+        );
         let _ = writeln!(
             text,
-            "{:>5} {:>12.5} {:>12.5} {:>12.5} {:>12.5}",
+            "{:>5} {:>12.5} {:>12.5} {:>12.5} {:>12.5} {:>9} {:>10}",
             j,
             pooled,
             target.mu()[j],
             within + between,
-            sigma2
+            sigma2,
+            rhat,
+            ess
         );
     }
     if d > SHOWN {

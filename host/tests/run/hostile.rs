@@ -164,6 +164,14 @@ fn bad_inputs() -> Result<(), Failed> {
             "--steps must be at least 1",
         ),
         (
+            &["--init", "x0.npy", "--superchain-size", "3"],
+            "--superchain-size 3: the batch of 8 chains must be a multiple of 3",
+        ),
+        (
+            &["--init", "x0.npy", "--superchain-size", "0"],
+            "--superchain-size must be at least 1",
+        ),
+        (
             &["--init", "x0.npy", "--thin", "9"],
             "--thin 9 is larger than --steps 5",
         ),

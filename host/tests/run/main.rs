@@ -241,6 +241,69 @@ fn resume_continues_the_stream(on_gpu: bool) -> Result<(), Failed> {
     Ok(())
 }
 
+/// `--superchain-size 4 --init-dist overdispersed`: superchains started apart have not met
+/// after 10 steps (nested R-hat above 1.1 in summary.json) and have after 20000 (below 1.01);
+/// the summary's figures are the library's diagnostics of the run's own mean.npy and var.npy.
+fn diagnostics_in_the_summary() -> Result<(), Failed> {
+    let dir = scratch("diagnostics");
+    let run = |steps: &str, out: &str| {
+        host(
+            &dir,
+            &[
+                "--cpu",
+                "--batch",
+                "64",
+                "--dim",
+                "3",
+                "--sigma",
+                "1.5",
+                "--superchain-size",
+                "4",
+                "--init-dist",
+                "overdispersed",
+                "--steps",
+                steps,
+                "--thin",
+                steps,
+                "--out",
+                out,
+            ],
+        )
+    };
+    let summary = |out: &str| -> Result<serde_json::Value, Failed> {
+        Ok(serde_json::from_str(&fs::read_to_string(
+            dir.join(out).join("summary.json"),
+        )?)?)
+    };
+    check_ok(&run("10", "early"))?;
+    check_ok(&run("20000", "late"))?;
+    let (early, late) = (summary("early")?, summary("late")?);
+    let worst = |s: &serde_json::Value| s["diagnostics"]["max_nested_rhat"].as_f64();
+    if !(worst(&early) > Some(1.1) && worst(&late) < Some(1.01)) {
+        return Err(format!(
+            "nested R-hat early {:?}, late {:?}",
+            worst(&early),
+            worst(&late)
+        )
+        .into());
+    }
+    let (_, mean) = load::<f64>(&dir.join("late/mean.npy"));
+    let (_, var) = load::<f64>(&dir.join("late/var.npy"));
+    let shape = fused_mh::Shape::new(64, 3)?;
+    let d = fused_mh::diagnostics::from_chain_moments(shape, 4, 20_000, &mean, &var)?;
+    let recorded: Vec<f64> = serde_json::from_value(late["diagnostics"]["nested_rhat"].clone())?;
+    // serde_json's default float parser may land one ulp off the printed value.
+    let same = recorded
+        .iter()
+        .zip(&d.nested_rhat)
+        .all(|(a, b)| (a - b).abs() <= 1e-12 * b.abs());
+    if !same || recorded.len() != 3 {
+        return Err(format!("summary {recorded:?}, library {:?}", d.nested_rhat).into());
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
     let gpu = matches!(Gpu::count(), Ok(n) if n > 0);
@@ -254,6 +317,7 @@ fn main() -> std::process::ExitCode {
         Trial::test("resume_continues_the_stream_cpu", || {
             resume_continues_the_stream(false)
         }),
+        Trial::test("diagnostics_in_the_summary", diagnostics_in_the_summary),
         gpu_test("run_end_to_end_gpu", || run_end_to_end(true)),
         gpu_test("caller_noise_matches_library_gpu", || {
             caller_noise_matches_library(true)
