@@ -30,7 +30,7 @@ sanitize)
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
     fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030
     lesson_matches_cpu::1::37x12 lesson_matches_cpu::2::5x260 lesson_matches_cpu::3::1000x64
-    lesson_matches_cpu::4::300x1024"
+    lesson_matches_cpu::4::300x1024 gpu_diagnostics_match_the_moments::512x70::m8"
   for tool in memcheck racecheck; do
     for c in $cases; do
       log="$out/sanitize-$tool-${c//:/_}.log"

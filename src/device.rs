@@ -29,6 +29,7 @@ use crate::problem::{
 use crate::{PTX_MODULES, PtxModule};
 
 mod chain;
+mod diagnostics;
 pub use chain::{
     COUNT_FOLD_STEPS, ChainStats, MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES,
     TraceChunk,

@@ -57,6 +57,80 @@ impl Diagnostics {
     }
 }
 
+/// When a run computes the diagnostics, and whether it stops on them ([`crate::RunPlan`],
+/// [`crate::cpu::run_chains`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DiagnosticsPlan {
+    /// Chains per superchain (consecutive chains; 1: R-hat).
+    pub superchain_size: usize,
+    /// Stop as soon as every dimension's nested R-hat is below this, once each chain has
+    /// `min_draws` draws; `None`: never stop early.
+    pub until_rhat: Option<f64>,
+    /// Draws per chain before an early stop is considered.
+    pub min_draws: u64,
+    /// The CPU reference computes the diagnostics every this many steps (the GPU after each
+    /// launch).
+    pub every: u64,
+}
+
+impl DiagnosticsPlan {
+    /// Whether `d` is the point to stop at.
+    pub fn converged(&self, d: &Diagnostics) -> bool {
+        self.until_rhat
+            .is_some_and(|t| d.draws >= self.min_draws && d.max_nested_rhat() < t)
+    }
+}
+
+/// What a run reports as it goes: after each launch on the GPU, each step on the CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress<'a> {
+    /// Steps done so far.
+    pub done: u64,
+    /// Steps planned.
+    pub total: u64,
+    /// The diagnostics after these steps, where the plan asks for them.
+    pub diagnostics: Option<&'a Diagnostics>,
+}
+
+/// Checks that `batch` chains form at least two superchains of `superchain_size`.
+pub fn check_superchains(shape: Shape, superchain_size: usize) -> Result<()> {
+    let (batch, m) = (shape.batch(), superchain_size);
+    if m == 0 || !batch.is_multiple_of(m) || batch / m < 2 {
+        return Err(Error::InvalidRun(format!(
+            "superchains of {m} chains need a batch of at least two of them, a multiple of {m}: \
+             the batch has {batch} chains"
+        )));
+    }
+    Ok(())
+}
+
+/// The diagnostics from the per-dimension sums over `superchains` superchains that the GPU's
+/// `mh_diagnostics_sums` kernel adds up, `sums[3 * dim]`: the superchain means (shifted by mu),
+/// their squares, and the within variances `W_k` (see the module doc).
+pub fn from_superchain_sums(
+    superchains: usize,
+    superchain_size: usize,
+    draws: u64,
+    sums: &[f64],
+) -> Diagnostics {
+    let dim = sums.len() / 3;
+    let k = superchains as f64;
+    let (mut nested_rhat, mut ess) = (Vec::with_capacity(dim), Vec::with_capacity(dim));
+    for d in 0..dim {
+        let (sum, sum_sq, within) = (sums[d], sums[dim + d], sums[2 * dim + d]);
+        let between = (sum_sq - sum * sum / k) / (k - 1.0);
+        let within = within / k;
+        nested_rhat.push((1.0 + between / within).sqrt());
+        ess.push(k * within / between);
+    }
+    Diagnostics {
+        superchain_size,
+        draws,
+        nested_rhat,
+        ess,
+    }
+}
+
 /// The diagnostics from each chain's mean `mean[batch, dim]` and variance `var[batch, dim]`
 /// over `draws` draws (the variance as NumPy's `var`, divided by `draws`, as
 /// [`crate::ChainStats::variances`] and [`crate::cpu::run_chains`] give it), in superchains of
@@ -70,12 +144,7 @@ pub fn from_chain_moments(
 ) -> Result<Diagnostics> {
     let (batch, dim) = (shape.batch(), shape.dim());
     let m = superchain_size;
-    if m == 0 || !batch.is_multiple_of(m) || batch / m < 2 {
-        return Err(Error::InvalidRun(format!(
-            "superchains of {m} chains need a batch of at least two of them, a multiple of {m}: \
-             the batch has {batch} chains"
-        )));
-    }
+    check_superchains(shape, m)?;
     if draws < 2 {
         return Err(Error::InvalidRun(format!(
             "R-hat needs at least 2 draws per chain, not {draws}"

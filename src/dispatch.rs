@@ -218,6 +218,22 @@ pub fn stats_update(shape: Shape, device: Device) -> Launch {
     elementwise("mh_chain_stats_update", shape.len() as u64, device)
 }
 
+/// The per-dimension sums of the convergence diagnostics (`mh_diagnostics_sums`): warps over
+/// tiles of 32 dimensions and over superchains, about 32 warps per SM in all, at least one per
+/// tile (the grid is not capped: every tile needs its warps).
+pub fn diagnostics_sums(shape: Shape, superchain_size: usize, device: Device) -> Launch {
+    let tiles = shape.dim().div_ceil(WARP_SIZE) as u64;
+    let superchains = (shape.batch() / superchain_size.max(1)).max(1) as u64;
+    let per_tile = (device.sms as u64 * 32 / tiles).clamp(1, superchains);
+    let warps = tiles * per_tile;
+    Launch {
+        entry: "mh_diagnostics_sums",
+        blocks: warps.div_ceil(u64::from(THREADS_PER_BLOCK) / WARP_SIZE as u64) as u32,
+        threads: THREADS_PER_BLOCK,
+        tile_rows: 0,
+    }
+}
+
 /// Philox of `n` (counter, key) pairs, one thread each (known-answer tests on the GPU).
 pub fn philox_many(n: u64, device: Device) -> Launch {
     elementwise("philox4x32_10_many", n, device)
@@ -446,6 +462,7 @@ mod tests {
                     names.extend(fused(s, moments, device).map(|l| l.entry));
                 }
                 names.insert(stats_update(s, device).entry);
+                names.insert(diagnostics_sums(s, 1, device).entry);
             }
         }
         names.insert(philox_many(1, device).entry);

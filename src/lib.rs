@@ -40,6 +40,7 @@ pub use device::{
     COUNT_FOLD_STEPS, ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu,
     MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk,
 };
+pub use diagnostics::{Diagnostics, DiagnosticsPlan, Progress};
 pub use dispatch::{RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK};
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;

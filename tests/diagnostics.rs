@@ -29,6 +29,7 @@ fn run(batch: usize, m: usize, steps: u64, spread: f32) -> (Diagnostics, Vec<f32
         0,
         steps,
         1,
+        None,
         &mut |_, state| {
             trace.extend_from_slice(state);
             Ok(())

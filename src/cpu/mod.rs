@@ -18,6 +18,7 @@ use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::host_memory;
+use crate::{DiagnosticsPlan, Progress};
 
 mod compare;
 use crate::problem::{Shape, StepConfig, Target, check_noise, check_step_size};
@@ -101,6 +102,7 @@ pub fn steps(
         first_step,
         steps,
         0,
+        None,
         &mut |_, _| Ok(()),
         &mut |_| {},
     )?;
@@ -159,12 +161,15 @@ pub struct ChainsOutput {
     pub mean: Vec<f64>,
     /// `[batch, dim]`: their variance (mean squared deviation, as NumPy's `var`).
     pub var: Vec<f64>,
+    /// Steps run: `steps`, or fewer if the diagnostics plan stopped the run early.
+    pub steps: u64,
 }
 
 /// `steps` steps from step counter `first_step` with the statistics of [`crate::Gpu::run`]
 /// (all cores): accepted counts, running moments (Welford's update in f64, one step at a
 /// time), and every `thin`-th state handed to `on_trace(save_index, state)` (`thin = 0`:
-/// none). `on_progress(steps_done)` follows each step.
+/// none). `on_progress` follows each step; every `diagnostics.every` steps it carries the
+/// convergence diagnostics, and the run stops there if the plan's early stop is met.
 #[allow(clippy::too_many_arguments)]
 pub fn run_chains(
     x: &[f32],
@@ -174,10 +179,14 @@ pub fn run_chains(
     first_step: u64,
     steps: u64,
     thin: u64,
+    diagnostics: Option<DiagnosticsPlan>,
     on_trace: &mut dyn FnMut(u64, &[f32]) -> Result<()>,
-    on_progress: &mut dyn FnMut(u64),
+    on_progress: &mut dyn FnMut(&Progress<'_>),
 ) -> Result<ChainsOutput> {
     shape.check_len("x", x)?;
+    if let Some(d) = diagnostics {
+        crate::diagnostics::check_superchains(shape, d.superchain_size)?;
+    }
     let mut x = host_memory::copied("states", x)?;
     let mut accepted = host_memory::filled("accepted counts", shape.batch(), 0u64)?;
     let mut mean = host_memory::filled("means", shape.len(), 0f64)?;
@@ -200,16 +209,52 @@ pub fn run_chains(
         if thin > 0 && done % thin == 0 {
             on_trace(done / thin - 1, &x)?;
         }
-        on_progress(done);
+        let due =
+            diagnostics.filter(|d| done >= 2 && (done % d.every.max(1) == 0 || done == steps));
+        let found = match due {
+            Some(d) => {
+                let var: Vec<f64> = m2.par_iter().map(|s| s / n).collect();
+                Some(crate::diagnostics::from_chain_moments(
+                    shape,
+                    d.superchain_size,
+                    done,
+                    &mean,
+                    &var,
+                )?)
+            }
+            None => None,
+        };
+        on_progress(&Progress {
+            done,
+            total: steps,
+            diagnostics: found.as_ref(),
+        });
+        if let (Some(plan), Some(d)) = (due, &found)
+            && plan.converged(d)
+        {
+            return Ok(finish(x, accepted, mean, m2, done));
+        }
     }
+    Ok(finish(x, accepted, mean, m2, steps))
+}
+
+/// The output of [`run_chains`] after `steps` steps (variances from the sums of squares).
+fn finish(
+    x: Vec<f32>,
+    accepted: Vec<u64>,
+    mean: Vec<f64>,
+    m2: Vec<f64>,
+    steps: u64,
+) -> ChainsOutput {
     let n = steps.max(1) as f64;
     let var = m2.into_iter().map(|s| s / n).collect();
-    Ok(ChainsOutput {
+    ChainsOutput {
         x,
         accepted,
         mean,
         var,
-    })
+        steps,
+    }
 }
 
 /// A row's decision and the numbers behind it.

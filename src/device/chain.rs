@@ -18,7 +18,7 @@ use cudarc::driver::{CudaSlice, PushKernelArg};
 use super::{Draws, Gpu, grid};
 use crate::dispatch::{self, Launch};
 use crate::error::{Error, Result};
-use crate::{DeviceChains, DeviceTarget, Shape, StepConfig};
+use crate::{DeviceChains, DeviceTarget, DiagnosticsPlan, Progress, Shape, StepConfig};
 
 /// The most chain-element updates (`batch * dim * K`) one fused launch may do: about 17
 /// billion, some 40 ms on an H200. Launches stay short so that a desktop GPU's watchdog never
@@ -46,9 +46,9 @@ pub struct ChainStats {
     folded: Vec<u64>,
     /// Steps in `accepted` (at most [`COUNT_FOLD_STEPS`]).
     unfolded_steps: u64,
-    moments: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
-    shape: Shape,
-    steps: u64,
+    pub(super) moments: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
+    pub(super) shape: Shape,
+    pub(super) steps: u64,
 }
 
 /// The most steps the device's 32-bit counts take before [`ChainStats::fold_counts`]: a chain
@@ -146,6 +146,9 @@ pub struct RunPlan {
     /// The most bytes of saved states held on the GPU before they are copied out (at least
     /// one state is always held); [`TRACE_BUFFER_BYTES`] unless a test wants small chunks.
     pub trace_buffer_bytes: usize,
+    /// Compute the convergence diagnostics after each launch (handed to the progress
+    /// callback), and stop early on them if asked; `None`: neither.
+    pub diagnostics: Option<DiagnosticsPlan>,
 }
 
 impl RunPlan {
@@ -156,6 +159,7 @@ impl RunPlan {
             steps_per_launch,
             thin: 0,
             trace_buffer_bytes: TRACE_BUFFER_BYTES,
+            diagnostics: None,
         }
     }
 
@@ -232,9 +236,12 @@ impl Gpu {
 
     /// Runs `plan.steps` steps of every chain: fused launches of up to
     /// `plan.steps_per_launch` steps, statistics into `stats`, every `plan.thin`-th state to
-    /// `on_trace` (in chunks, in order), and `on_progress(steps_done, steps_total)` after each
-    /// launch. The chains' step counter advances, so a second call continues the same random
-    /// stream. Waits for each launch to finish before reporting it, so progress is real.
+    /// `on_trace` (in chunks, in order), and `on_progress` after each launch (with the
+    /// convergence diagnostics if `plan.diagnostics` asks for them). Returns the steps run:
+    /// `plan.steps`, or fewer when the plan's early stop fires (after the launch whose
+    /// diagnostics met it). The chains' step counter advances, so a second call continues the
+    /// same random stream. Waits for each launch to finish before reporting it, so progress is
+    /// real.
     // The run's inputs, its statistics and two callbacks: a parameter struct would only rename them.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
@@ -244,9 +251,9 @@ impl Gpu {
         config: &StepConfig,
         plan: &RunPlan,
         stats: &mut ChainStats,
-        on_progress: &mut dyn FnMut(u64, u64),
+        on_progress: &mut dyn FnMut(&Progress<'_>),
         on_trace: &mut dyn FnMut(TraceChunk<'_>) -> Result<()>,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         if plan.steps_per_launch == 0 {
             return Err(Error::InvalidRun(
                 "steps_per_launch must be at least 1".into(),
@@ -259,6 +266,14 @@ impl Gpu {
             )));
         }
         let shape = chains.shape;
+        if let Some(d) = plan.diagnostics {
+            crate::diagnostics::check_superchains(shape, d.superchain_size)?;
+            if stats.moments.is_none() {
+                return Err(Error::InvalidRun(
+                    "the diagnostics need statistics with the running moments".into(),
+                ));
+            }
+        }
         let len = shape.len();
         let slots = plan.trace_slots(shape);
         let mut trace = if slots > 0 {
@@ -295,8 +310,18 @@ impl Gpu {
             self.launch_chain(chains, target, config, k, stats, trace_args)?;
             done += u64::from(k);
             used += saves as usize;
+            let diagnostics = match plan.diagnostics {
+                Some(d) if stats.steps >= 2 => {
+                    Some(self.diagnostics(stats, target, d.superchain_size)?)
+                }
+                _ => None,
+            };
+            let stop = plan
+                .diagnostics
+                .zip(diagnostics.as_ref())
+                .is_some_and(|(p, d)| p.converged(d));
             if let Some(t) = &trace
-                && (used == slots || done == plan.steps)
+                && (used == slots || done == plan.steps || stop)
                 && used > 0
             {
                 let states = self.stream.clone_dtoh(&t.slice(..used * len))?;
@@ -308,9 +333,16 @@ impl Gpu {
                 used = 0;
             }
             self.stream.synchronize()?;
-            on_progress(done, plan.steps);
+            on_progress(&Progress {
+                done,
+                total: plan.steps,
+                diagnostics: diagnostics.as_ref(),
+            });
+            if stop {
+                break;
+            }
         }
-        Ok(())
+        Ok(done)
     }
 
     fn launch_chain(

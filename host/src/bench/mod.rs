@@ -207,6 +207,7 @@ struct Report {
     rows: Vec<Row>,
     launch_bound: Option<LaunchBound>,
     fused: Vec<FusedRow>,
+    diagnostics_cost: Option<DiagnosticsCost>,
 }
 
 /// Bytes a step must move at the least: x read, x_new written, a flag written per row, plus
@@ -282,6 +283,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         rows: Vec::new(),
         launch_bound: None,
         fused: Vec::new(),
+        diagnostics_cost: None,
     };
     if let Some(gpu) = &gpu {
         console::print(&format!(
@@ -331,6 +333,10 @@ pub fn run(args: BenchArgs) -> Result<()> {
             let row = fused(gpu, batch, dim, k, target, &args)
                 .with_context(|| format!("fused steps, batch {batch} x dim {dim}, K = {k}"))?;
             report.fused.push(row);
+        }
+        if !args.quick {
+            progress.set_message("diagnostics per launch");
+            report.diagnostics_cost = Some(diagnostics_cost(gpu, &args)?);
         }
     }
     progress.finish_and_clear();
@@ -496,6 +502,50 @@ fn launch_bound(gpu: &Gpu, args: &BenchArgs) -> Result<LaunchBound> {
         graph_us_per_step,
         target_us: BACK_TO_BACK_TARGET_US,
         target_met: best <= BACK_TO_BACK_TARGET_US,
+    })
+}
+
+/// The convergence diagnostics after every launch: the shape, K, and the launch's time with the
+/// running moments, without and with the diagnostics (their reduction and copy).
+#[derive(Debug, Serialize)]
+struct DiagnosticsCost {
+    batch: usize,
+    dim: usize,
+    steps_per_launch: u32,
+    launch: Times,
+    launch_and_diagnostics: Times,
+    fraction: f64,
+    target_fraction: f64,
+}
+
+/// The shape the diagnostics' cost is measured at, and its target: at most 5 % of the launch.
+const DIAGNOSTICS_CASE: (usize, usize, u32, f64) = (1048576, 64, 100, 0.05);
+
+/// Times fused launches with moments at [`DIAGNOSTICS_CASE`], alone and each followed by the
+/// diagnostics as [`Gpu::run`] computes them.
+fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<DiagnosticsCost> {
+    let (batch, dim, k, target_fraction) = DIAGNOSTICS_CASE;
+    let inputs = inputs::generate(batch, dim, args.seed, false)?;
+    let target_dev = gpu.upload_target(&inputs.target)?;
+    let mut chains = gpu.upload_chains(&inputs.x, inputs.shape)?;
+    let mut stats = gpu.new_stats(inputs.shape, true)?;
+    let reps = (args.reps / 10).clamp(3, 20);
+    let launch = time_each(gpu, 2, reps, || {
+        Ok(gpu.steps(&mut chains, &target_dev, &inputs.config, k, &mut stats)?)
+    })?;
+    let both = time_each(gpu, 2, reps, || {
+        gpu.steps(&mut chains, &target_dev, &inputs.config, k, &mut stats)?;
+        gpu.diagnostics(&stats, &target_dev, 1)?;
+        Ok(())
+    })?;
+    Ok(DiagnosticsCost {
+        batch,
+        dim,
+        steps_per_launch: k,
+        launch,
+        launch_and_diagnostics: both,
+        fraction: both.median_us / launch.median_us - 1.0,
+        target_fraction,
     })
 }
 

@@ -112,5 +112,24 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
             target
         )?;
     }
+    if let Some(d) = &report.diagnostics_cost {
+        writeln!(
+            out,
+            "diagnostics after each launch, {}x{}, K = {}, with moments: {:.1} us/launch, {:.1} with \
+             the diagnostics (+{:.1} %, target <= {:.0} %: {})",
+            d.batch,
+            d.dim,
+            d.steps_per_launch,
+            d.launch.median_us,
+            d.launch_and_diagnostics.median_us,
+            100.0 * d.fraction,
+            100.0 * d.target_fraction,
+            if d.fraction <= d.target_fraction {
+                "met"
+            } else {
+                "MISSED"
+            }
+        )?;
+    }
     Ok(out)
 }

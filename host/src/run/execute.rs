@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use fused_mh::{Error, Gpu, RunPlan, Shape, StepConfig, cpu};
+use fused_mh::{DiagnosticsPlan, Error, Gpu, Progress, RunPlan, Shape, StepConfig, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::inputs::Inputs;
@@ -43,8 +43,10 @@ pub fn one_step(
     })
 }
 
-/// `plan.steps` steps from step counter `first_step`, with the thinned states streamed into
-/// `trace` (a new file) as they arrive. Returns the final states and the statistics.
+/// `plan.steps` steps from step counter `first_step` (fewer if `plan.diagnostics` stops the run
+/// early), with the thinned states streamed into `trace` (a new file) as they arrive. Returns
+/// the final states, the statistics and the steps run. On the CPU reference the diagnostics
+/// come every `plan.steps_per_launch` steps, as the GPU's after each launch.
 pub fn chains(
     gpu: Option<&Gpu>,
     inputs: &Inputs,
@@ -53,7 +55,7 @@ pub fn chains(
     first_step: u64,
     plan: &RunPlan,
     trace: Option<&Path>,
-) -> Result<(Vec<f32>, Stats)> {
+) -> Result<(Vec<f32>, Stats, u64)> {
     let mut trace = match trace {
         Some(path) => {
             let saves = usize::try_from(plan.saves()).context("--thin: too many saved states")?;
@@ -78,22 +80,32 @@ pub fn chains(
     };
     let progress = ProgressBar::new(plan.steps);
     progress.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {per_sec}  eta {eta}")
+        ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {per_sec}  eta {eta}  {msg}")
             .expect("valid template"),
     );
+    let report = |p: &Progress<'_>| {
+        progress.set_position(p.done);
+        if let Some(d) = p.diagnostics {
+            progress.set_message(format!(
+                "worst R-hat {:.4}  lowest ESS {:.0}",
+                d.max_nested_rhat(),
+                d.min_ess()
+            ));
+        }
+    };
     let result = match gpu {
         Some(gpu) => (|| {
             let target = gpu.upload_target(&inputs.target)?;
             let mut chains = gpu.upload_chains(&inputs.x, shape)?;
             chains.set_step_counter(first_step);
             let mut stats = gpu.new_stats(shape, true)?;
-            gpu.run(
+            let ran = gpu.run(
                 &mut chains,
                 &target,
                 config,
                 plan,
                 &mut stats,
-                &mut |done, _| progress.set_position(done),
+                &mut |p| report(p),
                 &mut |chunk| save(chunk.states),
             )?;
             let n = stats.steps();
@@ -105,6 +117,7 @@ pub fn chains(
                     mean: stats.means()?.ok_or_else(missing)?,
                     var: stats.variances()?.ok_or_else(missing)?,
                 },
+                ran,
             ))
         })(),
         None => cpu::run_chains(
@@ -115,8 +128,12 @@ pub fn chains(
             first_step,
             plan.steps,
             plan.thin,
+            plan.diagnostics.map(|d| DiagnosticsPlan {
+                every: u64::from(plan.steps_per_launch),
+                ..d
+            }),
             &mut |_, state| save(state),
-            &mut |done| progress.set_position(done),
+            &mut |p| report(p),
         )
         .map(|out| {
             (
@@ -126,6 +143,7 @@ pub fn chains(
                     mean: out.mean,
                     var: out.var,
                 },
+                out.steps,
             )
         }),
     };

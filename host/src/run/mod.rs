@@ -25,12 +25,13 @@ mod execute;
 mod inputs;
 mod summary;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Args, ValueEnum};
-use fused_mh::{Error, Gpu, RunPlan, Shape, StepConfig};
+use fused_mh::{DiagnosticsPlan, Error, Gpu, RunPlan, Shape, StepConfig};
 use serde::Serialize;
 
 use self::inputs::{Init, Plan};
@@ -90,6 +91,14 @@ pub struct RunArgs {
         "init", "batch", "dim", "init_dist", "mu", "sigma", "step_size", "seed", "noise",
     ])]
     resume: Option<PathBuf>,
+    /// Stop as soon as every dimension's nested R-hat (R-hat with --superchain-size 1) is below
+    /// this, once each chain has --min-draws draws; --steps is the cap. Checked after each
+    /// launch (on the CPU reference every --steps-per-launch steps).
+    #[arg(long, conflicts_with_all = ["noise", "thin"])]
+    until_rhat: Option<f64>,
+    /// Draws per chain before --until-rhat may stop the run.
+    #[arg(long, default_value_t = 100, requires = "until_rhat")]
+    min_draws: u64,
     /// Chains per superchain for the convergence diagnostics (nested R-hat; 1: R-hat):
     /// consecutive chains, which start from one point when the initial states are generated.
     #[arg(long, default_value_t = 1, conflicts_with = "noise")]
@@ -146,9 +155,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     // Caller noise draws nothing from the stream: its one step leaves the counter where it is.
     let steps = if caller_noise { 1 } else { args.steps };
     let drawn = if caller_noise { 0 } else { steps };
-    let Some(next_step) = first_step.checked_add(drawn) else {
+    if first_step.checked_add(drawn).is_none() {
         bail!("--steps {steps}: the step counter would pass 2^64 - 1 (it is at {first_step})");
-    };
+    }
     let plan = Plan::new(&args, resume.as_ref())?;
     let shape = plan.shape;
     let m = args.superchain_size;
@@ -164,6 +173,28 @@ pub fn run(args: RunArgs) -> Result<()> {
     let run_plan = RunPlan {
         thin: args.thin.unwrap_or(0),
         ..RunPlan::new(args.steps, args.steps_per_launch)
+    };
+    if let Some(t) = args.until_rhat {
+        ensure!(
+            t.is_finite() && t > 1.0,
+            "--until-rhat {t}: give a threshold above 1 (e.g. 1.01)"
+        );
+        ensure!(
+            diagnosable,
+            "--until-rhat: the diagnostics need at least two chains (superchains) and 2 steps"
+        );
+    }
+    // The diagnostics after every launch: for the early stop, and for the progress bar when
+    // someone watches it (a small reduction per launch; the final ones are always computed).
+    let live = args.until_rhat.is_some() || std::io::stderr().is_terminal();
+    let run_plan = RunPlan {
+        diagnostics: (diagnosable && live).then_some(DiagnosticsPlan {
+            superchain_size: m,
+            until_rhat: args.until_rhat,
+            min_draws: args.min_draws.max(2),
+            every: u64::from(args.steps_per_launch),
+        }),
+        ..run_plan
     };
     let sizes = || format!("{} chains x {} dims", shape.batch(), shape.dim());
     host_budget(shape, caller_noise, args.cpu, &run_plan)
@@ -221,7 +252,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         step_size,
         seed,
         first_step,
-        next_step,
+        next_step: first_step + drawn,
+        stopped_early: false,
         steps_per_launch: None,
         thin: None,
         init: inputs.init.clone(),
@@ -254,7 +286,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         summary.thin = args.thin;
         summary.steps_per_launch = gpu.as_ref().map(|_| args.steps_per_launch);
         let trace = args.thin.map(|_| out.path("trace.npy"));
-        let (x, stats) = execute::chains(
+        let (x, stats, ran) = execute::chains(
             gpu.as_ref(),
             &inputs,
             shape,
@@ -275,18 +307,16 @@ pub fn run(args: RunArgs) -> Result<()> {
             .chain(args.thin.map(|_| "trace.npy"))
             .map(String::from)
             .collect();
-        if diagnosable {
-            let d = fused_mh::diagnostics::from_chain_moments(
-                shape,
-                m,
-                args.steps,
-                &stats.mean,
-                &stats.var,
-            )?;
+        summary.steps = ran;
+        summary.next_step = first_step + ran;
+        summary.stopped_early = ran < args.steps;
+        if diagnosable && ran >= 2 {
+            let d =
+                fused_mh::diagnostics::from_chain_moments(shape, m, ran, &stats.mean, &stats.var)?;
             summary.diagnostics = Some(summary::DiagnosticsSummary::from(&d));
         }
         summary.accepted_total = stats.accepted.iter().sum();
-        summary.acceptance_rate = summary.accepted_total as f64 / (args.steps as f64 * b as f64);
+        summary.acceptance_rate = summary.accepted_total as f64 / (ran as f64 * b as f64);
         summary::describe(&summary, &inputs.target, &stats)
     };
     summary.files.push(SUMMARY.into());

@@ -38,6 +38,9 @@ pub struct Summary {
     /// The counter after the last step: where `--resume` continues the random stream (caller
     /// noise draws nothing from it: then `first_step`).
     pub next_step: u64,
+    /// The run stopped before `--steps` because `--until-rhat` was met (`steps` says when).
+    #[serde(default)]
+    pub stopped_early: bool,
     pub steps_per_launch: Option<u32>,
     pub thin: Option<u64>,
     pub init: String,
@@ -147,6 +150,9 @@ pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
         "{} chains x {} dims, {} steps on {}: acceptance rate {:.4}\n",
         b, d, summary.steps, summary.device, summary.acceptance_rate
     );
+    if summary.stopped_early {
+        let _ = writeln!(text, "stopped early: every nested R-hat below --until-rhat");
+    }
     if let Some(d) = &summary.diagnostics {
         let _ = writeln!(
             text,

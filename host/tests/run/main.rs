@@ -77,7 +77,7 @@ fn run_end_to_end(on_gpu: bool) -> Result<(), Failed> {
             &config,
             &RunPlan::new(30, 7),
             &mut stats,
-            &mut |_, _| {},
+            &mut |_| {},
             &mut |_| Ok(()),
         )?;
         (chains.x()?, stats.accepted_counts()?)
@@ -304,6 +304,64 @@ fn diagnostics_in_the_summary() -> Result<(), Failed> {
     Ok(())
 }
 
+/// `--until-rhat 1.02`: the run stops after a launch (a multiple of --steps-per-launch), says
+/// so in summary.json, and its states are those of the same seed's run with that many steps.
+fn early_stop(on_gpu: bool) -> Result<(), Failed> {
+    let dir = scratch(if on_gpu { "stop-gpu" } else { "stop-cpu" });
+    let mut base = vec![
+        "--batch",
+        "64",
+        "--dim",
+        "3",
+        "--superchain-size",
+        "4",
+        "--init-dist",
+        "overdispersed",
+        "--steps-per-launch",
+        "50",
+        "--seed",
+        "3",
+    ];
+    if !on_gpu {
+        base.push("--cpu");
+    }
+    let run = |extra: &[&str]| host(&dir, &[&base[..], extra].concat());
+    check_ok(&run(&[
+        "--steps",
+        "100000",
+        "--until-rhat",
+        "1.02",
+        "--out",
+        "stopped",
+    ]))?;
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("stopped/summary.json"))?)?;
+    let steps = summary["steps"].as_u64().unwrap_or(0);
+    let rhat = summary["diagnostics"]["max_nested_rhat"]
+        .as_f64()
+        .unwrap_or(f64::NAN);
+    if summary["stopped_early"] != true
+        || steps == 0
+        || steps >= 100_000
+        || !steps.is_multiple_of(50)
+        || rhat >= 1.02
+    {
+        return Err(format!("summary of the stopped run: {summary}").into());
+    }
+    check_ok(&run(&["--steps", &steps.to_string(), "--out", "short"]))?;
+    let (_, stopped) = load::<f32>(&dir.join("stopped/x.npy"));
+    let (_, short) = load::<f32>(&dir.join("short/x.npy"));
+    if stopped
+        .iter()
+        .map(|v| v.to_bits())
+        .ne(short.iter().map(|v| v.to_bits()))
+    {
+        return Err(format!("stopped at {steps}: not the {steps}-step run's states").into());
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
     let gpu = matches!(Gpu::count(), Ok(n) if n > 0);
@@ -318,6 +376,8 @@ fn main() -> std::process::ExitCode {
             resume_continues_the_stream(false)
         }),
         Trial::test("diagnostics_in_the_summary", diagnostics_in_the_summary),
+        Trial::test("early_stop_cpu", || early_stop(false)),
+        gpu_test("early_stop_gpu", || early_stop(true)),
         gpu_test("run_end_to_end_gpu", || run_end_to_end(true)),
         gpu_test("caller_noise_matches_library_gpu", || {
             caller_noise_matches_library(true)

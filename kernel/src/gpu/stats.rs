@@ -1,6 +1,9 @@
-//! The statistics of a single step for rows too long for the fused kernel.
+//! Statistics kernels: the statistics of a single step for rows too long for the fused kernel,
+//! and the sums behind the convergence diagnostics.
 
-use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
+use crate::gpu::device::memory::atomic_add_f64;
+use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
+use crate::mh::WARP_SIZE;
 
 /// The statistics of one single step, for rows too long for the fused kernel: each row adds its
 /// accepted flag to its count, and each element's running moments take the new state
@@ -41,5 +44,83 @@ pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
             }
         }
         e += grid_dim_x() * block_dim_x();
+    }
+}
+
+/// The per-dimension sums behind nested R-hat and the ESS (the host library's `diagnostics`
+/// module has the formulas): for superchains of `superchain` consecutive chains, each chain's
+/// mean `mean[c, d]` and sum of squared deviations `m2[c, d]` over `draws` draws, shifted by
+/// `mu[d]` (so that converged chains give small numbers and the sums keep their precision):
+/// - `out[d]`: the sum over superchains of the superchain mean `m_k - mu_d`;
+/// - `out[dim + d]`: the sum of its squares;
+/// - `out[2 dim + d]`: the sum over superchains of the within variance `W_k` (the chain means'
+///   variance inside the superchain, two passes, plus the mean unbiased chain variance).
+///
+/// `out` must hold zeros before the launch; the threads add into it atomically.
+///
+/// # Thread mapping
+/// Lane `l` of a warp takes dimension `32 t + l` of the warp's dimension tile `t`; the warps
+/// of the grid are spread over tiles and over superchains: warp `w` takes tile `w % tiles`
+/// and superchains `w / tiles, w / tiles + W / tiles, ...`. A warp's loads of one chain's
+/// means are 32 neighbouring f64: coalesced.
+///
+/// # Safety
+/// `mean`, `m2` hold `batch * dim` f64, `mu` `dim` f32, `out` `3 * dim` zeroed f64;
+/// `superchain >= 1` divides `batch`; `draws >= 2`; blocks of a multiple of 32 threads and at
+/// least `ceil(dim / 32)` warps in the grid.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
+    mean: *const f64,
+    m2: *const f64,
+    mu: *const f32,
+    batch: u64,
+    dim: u64,
+    superchain: u64,
+    draws: u64,
+    out: *mut f64,
+) {
+    let (batch, dim, m) = (batch as usize, dim as usize, superchain as usize);
+    let superchains = batch / m;
+    let tiles = dim.div_ceil(WARP_SIZE);
+    let warp = (block_idx_x() * block_dim_x() + thread_idx_x()) / WARP_SIZE;
+    let warps = grid_dim_x() * block_dim_x() / WARP_SIZE;
+    // The warps of each tile: `per_tile` of them, taking every `per_tile`-th superchain. The
+    // host launches at least `tiles` warps; the ones beyond `tiles * per_tile` have nothing.
+    let per_tile = warps / tiles;
+    let d = (warp % tiles) * WARP_SIZE + lane_id();
+    if d >= dim || warp >= tiles * per_tile || warp / tiles >= superchains {
+        return;
+    }
+    // SAFETY: d < dim.
+    let shift = f64::from(unsafe { *mu.add(d) });
+    let unbiased = 1.0 / (draws - 1) as f64;
+    let (mut sum, mut sum_sq, mut within) = (0.0f64, 0.0f64, 0.0f64);
+    let mut k = warp / tiles;
+    while k < superchains {
+        let first = k * m;
+        // SAFETY: chains first .. first + m lie in the batch (m divides batch), d < dim.
+        let at = |c: usize| unsafe { *mean.add(c * dim + d) } - shift;
+        let mut mean_k = 0.0;
+        for c in first..first + m {
+            mean_k += at(c);
+        }
+        mean_k /= m as f64;
+        let (mut between, mut var_sum) = (0.0, 0.0);
+        for c in first..first + m {
+            between += (at(c) - mean_k) * (at(c) - mean_k);
+            // SAFETY: as above.
+            var_sum += unsafe { *m2.add(c * dim + d) } * unbiased;
+        }
+        let between = if m > 1 { between / (m - 1) as f64 } else { 0.0 };
+        sum += mean_k;
+        sum_sq += mean_k * mean_k;
+        within += between + var_sum / m as f64;
+        k += per_tile;
+    }
+    // SAFETY: d < dim, so all three lie in out's 3 * dim; nothing reads out during the launch.
+    unsafe {
+        atomic_add_f64(out.add(d), sum);
+        atomic_add_f64(out.add(dim + d), sum_sq);
+        atomic_add_f64(out.add(2 * dim + d), within);
     }
 }

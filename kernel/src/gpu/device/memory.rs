@@ -18,6 +18,21 @@ pub(crate) unsafe fn load_v4(ptr: *const f32) -> [f32; 4] {
     [a, b, c, d]
 }
 
+/// Adds `v` to the f64 at `ptr` atomically (`red.global.add.f64`, sm_60 and later): many
+/// threads may add to one address in one launch, and every addition counts. The order of the
+/// additions is not fixed, so the last bits of the total may differ from run to run.
+///
+/// # Safety
+/// `ptr` points to an 8-byte aligned f64 in global memory that nothing reads during the launch.
+#[inline(always)]
+pub(crate) unsafe fn atomic_add_f64(ptr: *mut f64, v: f64) {
+    // SAFETY: the caller guarantees an aligned global f64; the reduction is atomic.
+    unsafe {
+        asm!("red.global.add.f64 [{p}], {v};", p = in(reg64) ptr, v = in(reg64) v,
+             options(nostack));
+    }
+}
+
 /// Stores a quad at `ptr` with one instruction (`st.global.v4.f32`).
 ///
 /// # Safety
