@@ -219,12 +219,12 @@ pub fn stats_update(shape: Shape, device: Device) -> Launch {
 }
 
 /// The per-dimension sums of the convergence diagnostics (`mh_diagnostics_sums`): warps over
-/// tiles of 32 dimensions and over superchains, about 32 warps per SM in all, at least one per
-/// tile (the grid is not capped: every tile needs its warps).
+/// tiles of 32 dimensions and over superchains, 64 warps per SM in all (every SM full), at
+/// least one per tile (the grid is not capped: every tile needs its warps).
 pub fn diagnostics_sums(shape: Shape, superchain_size: usize, device: Device) -> Launch {
     let tiles = shape.dim().div_ceil(WARP_SIZE) as u64;
     let superchains = (shape.batch() / superchain_size.max(1)).max(1) as u64;
-    let per_tile = (device.sms as u64 * 32 / tiles).clamp(1, superchains);
+    let per_tile = (device.sms as u64 * 64 / tiles).clamp(1, superchains);
     let warps = tiles * per_tile;
     Launch {
         entry: "mh_diagnostics_sums",

@@ -94,27 +94,46 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
     // SAFETY: d < dim.
     let shift = f64::from(unsafe { *mu.add(d) });
     let unbiased = 1.0 / (draws - 1) as f64;
-    let (mut sum, mut sum_sq, mut within) = (0.0f64, 0.0f64, 0.0f64);
-    let mut k = warp / tiles;
-    while k < superchains {
+    // Superchain k's mean (shifted) and within variance: the chains' mean variance, plus the
+    // variance of their means about the superchain's (two passes; none for one chain).
+    let superchain = |k: usize| -> (f64, f64) {
         let first = k * m;
         // SAFETY: chains first .. first + m lie in the batch (m divides batch), d < dim.
         let at = |c: usize| unsafe { *mean.add(c * dim + d) } - shift;
+        // SAFETY: as above.
+        let var = |c: usize| unsafe { *m2.add(c * dim + d) } * unbiased;
+        if m == 1 {
+            return (at(first), var(first));
+        }
         let mut mean_k = 0.0;
+        let mut var_sum = 0.0;
         for c in first..first + m {
             mean_k += at(c);
+            var_sum += var(c);
         }
         mean_k /= m as f64;
-        let (mut between, mut var_sum) = (0.0, 0.0);
+        let mut between = 0.0;
         for c in first..first + m {
             between += (at(c) - mean_k) * (at(c) - mean_k);
-            // SAFETY: as above.
-            var_sum += unsafe { *m2.add(c * dim + d) } * unbiased;
         }
-        let between = if m > 1 { between / (m - 1) as f64 } else { 0.0 };
+        (mean_k, between / (m - 1) as f64 + var_sum / m as f64)
+    };
+    let (mut sum, mut sum_sq, mut within) = (0.0f64, 0.0f64, 0.0f64);
+    let mut add = |(mean_k, within_k): (f64, f64)| {
         sum += mean_k;
         sum_sq += mean_k * mean_k;
-        within += between + var_sum / m as f64;
+        within += within_k;
+    };
+    // Four superchains a round: their loads are independent and travel together (one at a
+    // time, each warp would wait for memory on every superchain).
+    let mut k = warp / tiles;
+    while k + 3 * per_tile < superchains {
+        let four = [0, 1, 2, 3].map(|i| superchain(k + i * per_tile));
+        four.into_iter().for_each(&mut add);
+        k += 4 * per_tile;
+    }
+    while k < superchains {
+        add(superchain(k));
         k += per_tile;
     }
     // SAFETY: d < dim, so all three lie in out's 3 * dim; nothing reads out during the launch.
