@@ -43,16 +43,21 @@ pub fn one_step(
     })
 }
 
-/// `plan.steps` steps from step counter `first_step` (fewer if `plan.diagnostics` stops the run
-/// early), with the thinned states streamed into `trace` (a new file) as they arrive. Returns
-/// the final states, the statistics and the steps run. On the CPU reference the diagnostics
+/// `burn_in` steps from step counter `first_step` that count for nothing, then `plan.steps`
+/// steps (fewer if `plan.diagnostics` stops the run early), with the thinned states streamed
+/// into `trace` (a new file) as they arrive. Returns the final states, the statistics of the
+/// steps after the burn-in, and their number. On the CPU reference the diagnostics
 /// come every `plan.steps_per_launch` steps, as the GPU's after each launch.
+// What runs (device, inputs, shape, configuration), where the stream starts and how long it
+// burns in, the plan and the trace file: a parameter struct would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub fn chains(
     gpu: Option<&Gpu>,
     inputs: &Inputs,
     shape: Shape,
     config: &StepConfig,
     first_step: u64,
+    burn_in: u64,
     plan: &RunPlan,
     trace: Option<&Path>,
 ) -> Result<(Vec<f32>, Stats, u64)> {
@@ -78,13 +83,14 @@ pub fn chains(
             _ => Ok(()),
         }
     };
-    let progress = ProgressBar::new(plan.steps);
+    let progress = ProgressBar::new(burn_in + plan.steps);
     progress.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {per_sec}  eta {eta}  {msg}")
             .expect("valid template"),
     );
-    let report = |p: &Progress<'_>| {
-        progress.set_position(p.done);
+    // Positions count the burn-in first (`offset` is 0 during it).
+    let report = |offset: u64, p: &Progress<'_>| {
+        progress.set_position(offset + p.done);
         if let Some(d) = p.diagnostics {
             progress.set_message(format!(
                 "worst R-hat {:.4}  lowest ESS {:.0}",
@@ -98,6 +104,19 @@ pub fn chains(
             let target = gpu.upload_target(&inputs.target)?;
             let mut chains = gpu.upload_chains(&inputs.x, shape)?;
             chains.set_step_counter(first_step);
+            if burn_in > 0 {
+                let mut discarded = gpu.new_stats(shape, false)?;
+                let burn = RunPlan::new(burn_in, plan.steps_per_launch);
+                gpu.run(
+                    &mut chains,
+                    &target,
+                    config,
+                    &burn,
+                    &mut discarded,
+                    &mut |p| report(0, p),
+                    &mut |_| Ok(()),
+                )?;
+            }
             let mut stats = gpu.new_stats(shape, true)?;
             let ran = gpu.run(
                 &mut chains,
@@ -105,7 +124,7 @@ pub fn chains(
                 config,
                 plan,
                 &mut stats,
-                &mut |p| report(p),
+                &mut |p| report(burn_in, p),
                 &mut |chunk| save(chunk.states),
             )?;
             let n = stats.steps();
@@ -120,21 +139,41 @@ pub fn chains(
                 ran,
             ))
         })(),
-        None => cpu::run_chains(
-            &inputs.x,
-            shape,
-            &inputs.target,
-            config,
-            first_step,
-            plan.steps,
-            plan.thin,
-            plan.diagnostics.map(|d| DiagnosticsPlan {
-                every: u64::from(plan.steps_per_launch),
-                ..d
-            }),
-            &mut |_, state| save(state),
-            &mut |p| report(p),
-        )
+        None => (|| {
+            let burnt;
+            let start = if burn_in > 0 {
+                burnt = cpu::run_chains(
+                    &inputs.x,
+                    shape,
+                    &inputs.target,
+                    config,
+                    first_step,
+                    burn_in,
+                    0,
+                    None,
+                    &mut |_, _| Ok(()),
+                    &mut |p| report(0, p),
+                )?;
+                &burnt.x
+            } else {
+                &inputs.x
+            };
+            cpu::run_chains(
+                start,
+                shape,
+                &inputs.target,
+                config,
+                first_step + burn_in,
+                plan.steps,
+                plan.thin,
+                plan.diagnostics.map(|d| DiagnosticsPlan {
+                    every: u64::from(plan.steps_per_launch),
+                    ..d
+                }),
+                &mut |_, state| save(state),
+                &mut |p| report(burn_in, p),
+            )
+        })()
         .map(|out| {
             (
                 out.x,

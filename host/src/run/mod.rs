@@ -76,9 +76,13 @@ pub struct RunArgs {
     /// (2^-57 to 2^57, where the float32 arithmetic holds).
     #[arg(long, default_value = "1")]
     sigma: String,
-    /// Steps of every chain (with --resume: steps more).
+    /// Steps of every chain (with --resume: steps more), after the --burn-in.
     #[arg(long, default_value_t = 1000, conflicts_with = "noise")]
     steps: u64,
+    /// Steps run first that count for nothing: no statistics, no trace, no diagnostics (the
+    /// chains' way in from their starting points).
+    #[arg(long, default_value_t = 0, conflicts_with = "noise")]
+    burn_in: u64,
     /// Proposal scale (default: 2.38 / sqrt(dim) times the smallest sigma).
     #[arg(long)]
     step_size: Option<f32>,
@@ -154,10 +158,18 @@ pub fn run(args: RunArgs) -> Result<()> {
     let first_step = resume.as_ref().map_or(0, |r| r.summary.next_step);
     // Caller noise draws nothing from the stream: its one step leaves the counter where it is.
     let steps = if caller_noise { 1 } else { args.steps };
-    let drawn = if caller_noise { 0 } else { steps };
-    if first_step.checked_add(drawn).is_none() {
-        bail!("--steps {steps}: the step counter would pass 2^64 - 1 (it is at {first_step})");
-    }
+    let drawn = if caller_noise {
+        Some(0)
+    } else {
+        steps.checked_add(args.burn_in)
+    };
+    let Some(drawn) = drawn.filter(|d| first_step.checked_add(*d).is_some()) else {
+        bail!(
+            "--steps {steps} --burn-in {}: the step counter would pass 2^64 - 1 (it is at \
+             {first_step})",
+            args.burn_in
+        );
+    };
     let plan = Plan::new(&args, resume.as_ref())?;
     let shape = plan.shape;
     let m = args.superchain_size;
@@ -253,6 +265,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         seed,
         first_step,
         next_step: first_step + drawn,
+        burn_in: 0,
         stopped_early: false,
         steps_per_launch: None,
         thin: None,
@@ -292,6 +305,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             shape,
             &config,
             first_step,
+            args.burn_in,
             &run_plan,
             trace.as_deref(),
         )?;
@@ -308,7 +322,8 @@ pub fn run(args: RunArgs) -> Result<()> {
             .map(String::from)
             .collect();
         summary.steps = ran;
-        summary.next_step = first_step + ran;
+        summary.burn_in = args.burn_in;
+        summary.next_step = first_step + args.burn_in + ran;
         summary.stopped_early = ran < args.steps;
         if diagnosable && ran >= 2 {
             let d =

@@ -38,6 +38,9 @@ pub struct Summary {
     /// The counter after the last step: where `--resume` continues the random stream (caller
     /// noise draws nothing from it: then `first_step`).
     pub next_step: u64,
+    /// Steps run before the statistics began (`--burn-in`); `steps` counts those after it.
+    #[serde(default)]
+    pub burn_in: u64,
     /// The run stopped before `--steps` because `--until-rhat` was met (`steps` says when).
     #[serde(default)]
     pub stopped_early: bool,
@@ -150,6 +153,13 @@ pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
         "{} chains x {} dims, {} steps on {}: acceptance rate {:.4}\n",
         b, d, summary.steps, summary.device, summary.acceptance_rate
     );
+    if summary.burn_in > 0 {
+        let _ = writeln!(
+            text,
+            "after a burn-in of {} steps, which the statistics leave out",
+            summary.burn_in
+        );
+    }
     if summary.stopped_early {
         let _ = writeln!(text, "stopped early: every nested R-hat below --until-rhat");
     }

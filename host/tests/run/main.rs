@@ -362,6 +362,64 @@ fn early_stop(on_gpu: bool) -> Result<(), Failed> {
     Ok(())
 }
 
+/// `--burn-in 10 --steps 20` ends where `--steps 30` ends (bit for bit), and its statistics are
+/// those of the last 20 states only: equal to a two-pass computation over that part of the
+/// long run's trace.
+fn burn_in_counts_for_nothing(on_gpu: bool) -> Result<(), Failed> {
+    let dir = scratch(if on_gpu { "burn-in-gpu" } else { "burn-in-cpu" });
+    problem(&dir, 9, 5);
+    let device = if on_gpu {
+        "--steps-per-launch=7"
+    } else {
+        "--cpu"
+    };
+    let base = [device, "--init", "x0.npy", "--mu", "mu.npy", "--seed", "8"];
+    let long = [
+        &base[..],
+        &["--steps", "30", "--thin", "1", "--out", "long"],
+    ]
+    .concat();
+    check_ok(&host(&dir, &long))?;
+    let burnt = [
+        &base[..],
+        &["--burn-in", "10", "--steps", "20", "--out", "burnt"],
+    ]
+    .concat();
+    check_ok(&host(&dir, &burnt))?;
+    let (_, x_long) = load::<f32>(&dir.join("long/x.npy"));
+    let (_, x_burnt) = load::<f32>(&dir.join("burnt/x.npy"));
+    if x_long
+        .iter()
+        .map(|v| v.to_bits())
+        .ne(x_burnt.iter().map(|v| v.to_bits()))
+    {
+        return Err("the burnt-in run does not end where the long run ends".into());
+    }
+    let (_, trace) = load::<f32>(&dir.join("long/trace.npy"));
+    let (_, mean) = load::<f64>(&dir.join("burnt/mean.npy"));
+    for e in 0..45 {
+        let m = (10..30).map(|s| f64::from(trace[s * 45 + e])).sum::<f64>() / 20.0;
+        // CPU: Welford in f64 against two passes in f64, ~1e-15 apart. GPU: each launch's
+        // steps accumulate in f32 first (relative ~1e-6 of the values' scale).
+        let tol = if on_gpu { 1e-5 } else { 1e-12 };
+        if (mean[e] - m).abs() > tol * (1.0 + m.abs()) {
+            return Err(format!("element {e}: mean {} vs {m} over steps 10..30", mean[e]).into());
+        }
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("burnt/summary.json"))?)?;
+    if (
+        &summary["burn_in"],
+        &summary["steps"],
+        &summary["next_step"],
+    ) != (&10.into(), &20.into(), &30.into())
+    {
+        return Err(format!("summary: {summary}").into());
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
     let gpu = matches!(Gpu::count(), Ok(n) if n > 0);
@@ -377,6 +435,12 @@ fn main() -> std::process::ExitCode {
         }),
         Trial::test("diagnostics_in_the_summary", diagnostics_in_the_summary),
         Trial::test("early_stop_cpu", || early_stop(false)),
+        Trial::test("burn_in_counts_for_nothing_cpu", || {
+            burn_in_counts_for_nothing(false)
+        }),
+        gpu_test("burn_in_counts_for_nothing_gpu", || {
+            burn_in_counts_for_nothing(true)
+        }),
         gpu_test("early_stop_gpu", || early_stop(true)),
         gpu_test("run_end_to_end_gpu", || run_end_to_end(true)),
         gpu_test("caller_noise_matches_library_gpu", || {
