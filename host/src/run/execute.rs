@@ -1,5 +1,6 @@
 //! The run itself, on the GPU or on the CPU reference, with the same outputs either way.
 
+use std::cell::RefCell;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -7,8 +8,17 @@ use fused_mh::{DiagnosticsPlan, Error, Gpu, Progress, RunPlan, Shape, StepConfig
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::inputs::Inputs;
-use super::summary::Stats;
+use super::summary::{Checkpoint, Stats};
 use crate::npy::NpyStream;
+
+/// What a run gives back: the final states, the statistics after the burn-in, the steps after
+/// it, and the diagnostics computed along the way.
+pub struct Ran {
+    pub x: Vec<f32>,
+    pub stats: Stats,
+    pub steps: u64,
+    pub history: Vec<Checkpoint>,
+}
 
 /// Caller-noise mode: one step of the reference semantics with the given random numbers.
 pub fn one_step(
@@ -60,7 +70,7 @@ pub fn chains(
     burn_in: u64,
     plan: &RunPlan,
     trace: Option<&Path>,
-) -> Result<(Vec<f32>, Stats, u64)> {
+) -> Result<Ran> {
     let mut trace = match trace {
         Some(path) => {
             let saves = usize::try_from(plan.saves()).context("--thin: too many saved states")?;
@@ -88,7 +98,9 @@ pub fn chains(
         ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {per_sec}  eta {eta}  {msg}")
             .expect("valid template"),
     );
-    // Positions count the burn-in first (`offset` is 0 during it).
+    // Positions count the burn-in first (`offset` is 0 during it); the diagnostics after the
+    // burn-in are kept for summary.json and the chart.
+    let history = RefCell::new(Vec::new());
     let report = |offset: u64, p: &Progress<'_>| {
         progress.set_position(offset + p.done);
         if let Some(d) = p.diagnostics {
@@ -97,6 +109,11 @@ pub fn chains(
                 d.max_nested_rhat(),
                 d.min_ess()
             ));
+            history.borrow_mut().push(Checkpoint {
+                step: p.done,
+                max_nested_rhat: d.max_nested_rhat(),
+                min_ess: d.min_ess(),
+            });
         }
     };
     let result = match gpu {
@@ -187,12 +204,17 @@ pub fn chains(
         }),
     };
     progress.finish_and_clear();
-    let result = match (result, write_error) {
+    let (x, stats, steps) = match (result, write_error) {
         (_, Some(e)) => return Err(e),
         (r, None) => r?,
     };
     if let Some(t) = trace {
         t.finish()?;
     }
-    Ok(result)
+    Ok(Ran {
+        x,
+        stats,
+        steps,
+        history: history.into_inner(),
+    })
 }

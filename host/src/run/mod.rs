@@ -21,6 +21,7 @@
 //! - `summary.json`: the configuration, the step counters, the acceptance, the time, the
 //!   device, the list of files ([`summary::Summary`]).
 
+mod chart;
 mod execute;
 mod inputs;
 mod summary;
@@ -100,6 +101,10 @@ pub struct RunArgs {
     /// launch (on the CPU reference every --steps-per-launch steps).
     #[arg(long, conflicts_with_all = ["noise", "thin"])]
     until_rhat: Option<f64>,
+    /// Also write rhat.svg into --out: the worst nested R-hat after each launch against the
+    /// steps (the diagnostics are then computed after every launch).
+    #[arg(long, conflicts_with = "noise")]
+    rhat_chart: bool,
     /// Draws per chain before --until-rhat may stop the run.
     #[arg(long, default_value_t = 100, requires = "until_rhat")]
     min_draws: u64,
@@ -198,7 +203,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     // The diagnostics after every launch: for the early stop, and for the progress bar when
     // someone watches it (a small reduction per launch; the final ones are always computed).
-    let live = args.until_rhat.is_some() || std::io::stderr().is_terminal();
+    ensure!(
+        !args.rhat_chart || diagnosable,
+        "--rhat-chart: the diagnostics need at least two chains (superchains) and 2 steps"
+    );
+    let live = args.until_rhat.is_some() || args.rhat_chart || std::io::stderr().is_terminal();
     let run_plan = RunPlan {
         diagnostics: (diagnosable && live).then_some(DiagnosticsPlan {
             superchain_size: m,
@@ -299,7 +308,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         summary.thin = args.thin;
         summary.steps_per_launch = gpu.as_ref().map(|_| args.steps_per_launch);
         let trace = args.thin.map(|_| out.path("trace.npy"));
-        let (x, stats, ran) = execute::chains(
+        let execute::Ran {
+            x,
+            stats,
+            steps: ran,
+            history,
+        } = execute::chains(
             gpu.as_ref(),
             &inputs,
             shape,
@@ -328,7 +342,22 @@ pub fn run(args: RunArgs) -> Result<()> {
         if diagnosable && ran >= 2 {
             let d =
                 fused_mh::diagnostics::from_chain_moments(shape, m, ran, &stats.mean, &stats.var)?;
-            summary.diagnostics = Some(summary::DiagnosticsSummary::from(&d));
+            summary.diagnostics = Some(summary::DiagnosticsSummary {
+                history,
+                ..summary::DiagnosticsSummary::from(&d)
+            });
+        }
+        if args.rhat_chart {
+            let history = summary
+                .diagnostics
+                .as_ref()
+                .map_or(&[][..], |d| &d.history[..]);
+            let title = format!(
+                "{b} chains x {d} dims, superchains of {m}, {}",
+                summary.device
+            );
+            out.write_text("rhat.svg", &chart::rhat(history, args.until_rhat, &title)?)?;
+            summary.files.push("rhat.svg".into());
         }
         summary.accepted_total = stats.accepted.iter().sum();
         summary.acceptance_rate = summary.accepted_total as f64 / (ran as f64 * b as f64);
@@ -389,7 +418,7 @@ fn device_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
 fn disk_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
     let (len, batch, dim) = sizes(shape);
     let mut b = Budget::default();
-    b.add("headers and summary", 1 << 16);
+    b.add("headers, summary and chart", 1 << 20);
     if caller_noise {
         b.add("x_new.npy", 4 * len).add("accepted.npy", batch);
     } else {

@@ -63,6 +63,14 @@ pub struct Summary {
     pub files: Vec<String>,
 }
 
+/// The diagnostics after one launch (after `step` steps past the burn-in).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub struct Checkpoint {
+    pub step: u64,
+    pub max_nested_rhat: f64,
+    pub min_ess: f64,
+}
+
 /// The convergence diagnostics as summary.json records them.
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct DiagnosticsSummary {
@@ -71,6 +79,10 @@ pub struct DiagnosticsSummary {
     pub min_ess: f64,
     pub nested_rhat: Vec<f64>,
     pub ess: Vec<f64>,
+    /// The worst R-hat and lowest ESS after each launch, when they were computed as the run
+    /// went (`--until-rhat`, `--rhat-chart`, or a progress bar on a terminal).
+    #[serde(default)]
+    pub history: Vec<Checkpoint>,
 }
 
 impl From<&Diagnostics> for DiagnosticsSummary {
@@ -81,6 +93,7 @@ impl From<&Diagnostics> for DiagnosticsSummary {
             min_ess: d.min_ess(),
             nested_rhat: d.nested_rhat.clone(),
             ess: d.ess.clone(),
+            history: Vec::new(),
         }
     }
 }

@@ -331,6 +331,7 @@ fn early_stop(on_gpu: bool) -> Result<(), Failed> {
         "100000",
         "--until-rhat",
         "1.02",
+        "--rhat-chart",
         "--out",
         "stopped",
     ]))?;
@@ -347,6 +348,20 @@ fn early_stop(on_gpu: bool) -> Result<(), Failed> {
         || rhat >= 1.02
     {
         return Err(format!("summary of the stopped run: {summary}").into());
+    }
+    // The history has a checkpoint per launch (every 50 steps), the last one the stop; the
+    // chart is in the output.
+    let history = summary["diagnostics"]["history"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let last = history.last().map(|c| c["step"].clone());
+    if history.len() as u64 != steps / 50 || last != Some(steps.into()) {
+        return Err(format!("history: {history:?}").into());
+    }
+    let chart = fs::read_to_string(dir.join("stopped/rhat.svg"))?;
+    if !chart.contains("--until-rhat 1.02") {
+        return Err("rhat.svg has no threshold line".into());
     }
     check_ok(&run(&["--steps", &steps.to_string(), "--out", "short"]))?;
     let (_, stopped) = load::<f32>(&dir.join("stopped/x.npy"));
