@@ -43,6 +43,9 @@ pub struct Diagnostics {
     pub nested_rhat: Vec<f64>,
     /// Effective sample size of each dimension, over all chains.
     pub ess: Vec<f64>,
+    /// The fraction of all steps of all chains that were accepted, where the caller knows it
+    /// (runs do; [`from_chain_moments`] alone does not).
+    pub acceptance_rate: Option<f64>,
 }
 
 impl Diagnostics {
@@ -114,6 +117,7 @@ pub fn from_superchain_sums(
     sums: &[f64],
 ) -> Diagnostics {
     let dim = sums.len() / 3;
+    let sums = &sums[..3 * dim];
     let k = superchains as f64;
     let (mut nested_rhat, mut ess) = (Vec::with_capacity(dim), Vec::with_capacity(dim));
     for d in 0..dim {
@@ -128,6 +132,7 @@ pub fn from_superchain_sums(
         draws,
         nested_rhat,
         ess,
+        acceptance_rate: None,
     }
 }
 
@@ -194,6 +199,7 @@ pub fn from_chain_moments(
         draws,
         nested_rhat,
         ess,
+        acceptance_rate: None,
     })
 }
 

@@ -209,6 +209,15 @@ fn gpu_diagnostics_match_the_moments(batch: usize, dim: usize, m: usize) -> Resu
         stats.variances()?.unwrap_or_default(),
     );
     let want = fused_mh::diagnostics::from_chain_moments(shape, m, 30, &mean, &var)?;
+    // Integer counts add exactly in f64: the same rate as the counts copied to the host.
+    if on_gpu.acceptance_rate != Some(stats.acceptance_rate()?) {
+        return Err(format!(
+            "acceptance {:?} on the GPU, {} from the counts",
+            on_gpu.acceptance_rate,
+            stats.acceptance_rate()?
+        )
+        .into());
+    }
     for (label, got, want) in [
         ("nested R-hat", &on_gpu.nested_rhat, &want.nested_rhat),
         ("ESS", &on_gpu.ess, &want.ess),

@@ -214,13 +214,18 @@ pub fn run_chains(
         let found = match due {
             Some(d) => {
                 let var: Vec<f64> = m2.par_iter().map(|s| s / n).collect();
-                Some(crate::diagnostics::from_chain_moments(
+                let diagnostics = crate::diagnostics::from_chain_moments(
                     shape,
                     d.superchain_size,
                     done,
                     &mean,
                     &var,
-                )?)
+                )?;
+                let total: u64 = accepted.iter().sum();
+                Some(crate::Diagnostics {
+                    acceptance_rate: Some(total as f64 / (n * shape.batch() as f64)),
+                    ..diagnostics
+                })
             }
             None => None,
         };

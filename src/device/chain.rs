@@ -41,9 +41,10 @@ pub const TRACE_BUFFER_BYTES: usize = 256 << 20;
 /// the host ([`Self::fold_counts`]: one copy, every four billion steps).
 pub struct ChainStats {
     /// The kernels' 32-bit counts since the last fold.
-    accepted: CudaSlice<u32>,
-    /// The totals folded so far.
+    pub(super) accepted: CudaSlice<u32>,
+    /// The totals folded so far, and their sum.
     folded: Vec<u64>,
+    pub(super) folded_total: u64,
     /// Steps in `accepted` (at most [`COUNT_FOLD_STEPS`]).
     unfolded_steps: u64,
     pub(super) moments: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
@@ -77,6 +78,7 @@ impl ChainStats {
     pub fn set_accepted_counts(&mut self, counts: &[u64]) -> Result<()> {
         crate::problem::check_len("accepted counts", self.shape.batch(), counts.len())?;
         self.folded.copy_from_slice(counts);
+        self.folded_total = counts.iter().sum();
         self.zero_device_counts()
     }
 
@@ -87,6 +89,7 @@ impl ChainStats {
         let recent = self.accepted.stream().clone_dtoh(&self.accepted)?;
         for (total, c) in self.folded.iter_mut().zip(recent) {
             *total += u64::from(c);
+            self.folded_total += u64::from(c);
         }
         self.zero_device_counts()
     }
@@ -213,6 +216,7 @@ impl Gpu {
         Ok(ChainStats {
             accepted: self.alloc("accepted counts", shape.batch())?,
             folded: crate::host_memory::filled("accepted totals", shape.batch(), 0)?,
+            folded_total: 0,
             unfolded_steps: 0,
             moments,
             shape,

@@ -1,5 +1,6 @@
 //! `rhat.svg` (`--rhat-chart`): the worst nested R-hat over the dimensions after each launch,
-//! against the steps after the burn-in, with the early-stop threshold if there is one.
+//! against the steps after the burn-in, with the early-stop threshold if there is one; below
+//! it, the acceptance rate so far.
 
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
@@ -18,9 +19,10 @@ pub fn rhat(history: &[Checkpoint], threshold: Option<f64>, title: &str) -> Resu
         .fold(1.02f64, f64::max);
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (800, 420)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (800, 620)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| fail(&e))?;
-        let mut chart = ChartBuilder::on(&root)
+        let (upper, lower) = root.split_vertically(420);
+        let mut chart = ChartBuilder::on(&upper)
             .caption(title, ("sans-serif", 18))
             .margin(15)
             .x_label_area_size(40)
@@ -54,6 +56,24 @@ pub fn rhat(history: &[Checkpoint], threshold: Option<f64>, title: &str) -> Resu
             .background_style(WHITE)
             .draw()
             .map_err(|e| fail(&e))?;
+        let mut acceptance = ChartBuilder::on(&lower)
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..last, 0.0..1.0)
+            .map_err(|e| fail(&e))?;
+        acceptance
+            .configure_mesh()
+            .x_desc("steps after the burn-in")
+            .y_desc("acceptance rate so far")
+            .draw()
+            .map_err(|e| fail(&e))?;
+        let points = history
+            .iter()
+            .filter_map(|c| c.acceptance_rate.map(|a| (c.step as f64, a)));
+        acceptance
+            .draw_series(LineSeries::new(points, GREEN.stroke_width(2)))
+            .map_err(|e| fail(&e))?;
         root.present().map_err(|e| fail(&e))?;
     }
     Ok(svg)
@@ -70,10 +90,14 @@ mod tests {
                 step: 100 * i,
                 max_nested_rhat: 1.0 + 0.5 / i as f64,
                 min_ess: 10.0 * i as f64,
+                acceptance_rate: Some(0.3),
             })
             .collect();
         let svg = rhat(&history, Some(1.01), "test").expect("drawn");
         assert!(svg.starts_with("<svg") && svg.contains("--until-rhat 1.01"));
-        assert!(svg.matches("<polyline").count() >= 2, "the two lines");
+        assert!(
+            svg.matches("<polyline").count() >= 3,
+            "R-hat, threshold, acceptance"
+        );
     }
 }

@@ -105,7 +105,8 @@ pub fn chains(
         progress.set_position(offset + p.done);
         if let Some(d) = p.diagnostics {
             progress.set_message(format!(
-                "worst R-hat {:.4}  lowest ESS {:.0}",
+                "acceptance {:.3}  worst R-hat {:.4}  lowest ESS {:.0}",
+                d.acceptance_rate.unwrap_or(f64::NAN),
                 d.max_nested_rhat(),
                 d.min_ess()
             ));
@@ -113,6 +114,7 @@ pub fn chains(
                 step: p.done,
                 max_nested_rhat: d.max_nested_rhat(),
                 min_ess: d.min_ess(),
+                acceptance_rate: d.acceptance_rate,
             });
         }
     };

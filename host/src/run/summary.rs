@@ -69,6 +69,9 @@ pub struct Checkpoint {
     pub step: u64,
     pub max_nested_rhat: f64,
     pub min_ess: f64,
+    /// The acceptance rate of all steps after the burn-in so far.
+    #[serde(default)]
+    pub acceptance_rate: Option<f64>,
 }
 
 /// The convergence diagnostics as summary.json records them.

@@ -54,7 +54,9 @@ pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
 /// - `out[d]`: the sum over superchains of the superchain mean `m_k - mu_d`;
 /// - `out[dim + d]`: the sum of its squares;
 /// - `out[2 dim + d]`: the sum over superchains of the within variance `W_k` (the chain means'
-///   variance inside the superchain, two passes, plus the mean unbiased chain variance).
+///   variance inside the superchain, two passes, plus the mean unbiased chain variance);
+/// - `out[3 dim]`: the sum of the chains' accepted counts `accepted[c]` (for the acceptance
+///   rate; exact in f64 below 2^53).
 ///
 /// `out` must hold zeros before the launch; the threads add into it atomically.
 ///
@@ -65,13 +67,15 @@ pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
 /// means are 32 neighbouring f64: coalesced.
 ///
 /// # Safety
-/// `mean`, `m2` hold `batch * dim` f64, `mu` `dim` f32, `out` `3 * dim` zeroed f64;
+/// `mean`, `m2` hold `batch * dim` f64, `accepted` `batch` u32, `mu` `dim` f32, `out`
+/// `3 * dim + 1` zeroed f64;
 /// `superchain >= 1` divides `batch`; `draws >= 2`; blocks of a multiple of 32 threads and at
 /// least `ceil(dim / 32)` warps in the grid.
 #[unsafe(no_mangle)]
 pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
     mean: *const f64,
     m2: *const f64,
+    accepted: *const u32,
     mu: *const f32,
     batch: u64,
     dim: u64,
@@ -118,11 +122,26 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
         }
         (mean_k, between / (m - 1) as f64 + var_sum / m as f64)
     };
-    let (mut sum, mut sum_sq, mut within) = (0.0f64, 0.0f64, 0.0f64);
-    let mut add = |(mean_k, within_k): (f64, f64)| {
+    // The lanes of dimension 0 also count the superchain's accepted steps.
+    let accepted_in = |k: usize| -> f64 {
+        if d != 0 {
+            return 0.0;
+        }
+        // SAFETY: chains k m .. k m + m lie in the batch.
+        (k * m..(k + 1) * m)
+            .map(|c| f64::from(unsafe { *accepted.add(c) }))
+            .sum()
+    };
+    let (mut sum, mut sum_sq, mut within, mut count) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
+    let mut add = |(mean_k, within_k, accepted_k): (f64, f64, f64)| {
         sum += mean_k;
         sum_sq += mean_k * mean_k;
         within += within_k;
+        count += accepted_k;
+    };
+    let superchain = |k: usize| {
+        let (mean_k, within_k) = superchain(k);
+        (mean_k, within_k, accepted_in(k))
     };
     // Four superchains a round: their loads are independent and travel together (one at a
     // time, each warp would wait for memory on every superchain).
@@ -136,10 +155,13 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
         add(superchain(k));
         k += per_tile;
     }
-    // SAFETY: d < dim, so all three lie in out's 3 * dim; nothing reads out during the launch.
+    // SAFETY: d < dim, so these lie in out's 3 * dim + 1; nothing reads out during the launch.
     unsafe {
         atomic_add_f64(out.add(d), sum);
         atomic_add_f64(out.add(dim + d), sum_sq);
         atomic_add_f64(out.add(2 * dim + d), within);
+        if d == 0 {
+            atomic_add_f64(out.add(3 * dim), count);
+        }
     }
 }
