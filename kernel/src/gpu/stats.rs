@@ -122,11 +122,10 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
         }
         (mean_k, between / (m - 1) as f64 + var_sum / m as f64)
     };
-    // The lanes of dimension 0 also count the superchain's accepted steps.
+    // The superchain's accepted steps. Every lane of the warp loads the same counts (one
+    // request, no branch that would hold the warp's other loads back); the lanes of
+    // dimension 0 add them up at the end.
     let accepted_in = |k: usize| -> f64 {
-        if d != 0 {
-            return 0.0;
-        }
         // SAFETY: chains k m .. k m + m lie in the batch.
         (k * m..(k + 1) * m)
             .map(|c| f64::from(unsafe { *accepted.add(c) }))
