@@ -3,6 +3,7 @@
 
 use crate::gpu::device::memory::atomic_add_f64;
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
+use crate::gpu::device::warp::group_sum_f64;
 use crate::mh::WARP_SIZE;
 
 /// The statistics of one single step, for rows too long for the fused kernel: each row adds its
@@ -91,8 +92,32 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
     // The warps of each tile: `per_tile` of them, taking every `per_tile`-th superchain. The
     // host launches at least `tiles` warps; the ones beyond `tiles * per_tile` have nothing.
     let per_tile = warps / tiles;
+    if warp >= tiles * per_tile || warp / tiles >= superchains {
+        return; // the whole warp: nothing to do
+    }
+    // The accepted counts first, by the warps of tile 0 with all their lanes: lane `l` takes
+    // every 32nd of the warp's superchains, and a butterfly of shuffles adds the lanes' sums.
+    if warp % tiles == 0 {
+        let mut count = 0.0f64;
+        let mut k = warp / tiles + lane_id() * per_tile;
+        while k < superchains {
+            for c in k * m..(k + 1) * m {
+                // SAFETY: chains k m .. k m + m lie in the batch.
+                count += f64::from(unsafe { *accepted.add(c) });
+            }
+            k += WARP_SIZE * per_tile;
+        }
+        // SAFETY: all 32 lanes of the warp reach this: the conditions above are the same in
+        // every lane of it, and the loop before it ends in every lane (`shfl.sync` waits for
+        // the lanes that take longer).
+        let total = unsafe { group_sum_f64(count) };
+        if lane_id() == 0 {
+            // SAFETY: out holds 3 * dim + 1 f64; nothing reads it during the launch.
+            unsafe { atomic_add_f64(out.add(3 * dim), total) };
+        }
+    }
     let d = (warp % tiles) * WARP_SIZE + lane_id();
-    if d >= dim || warp >= tiles * per_tile || warp / tiles >= superchains {
+    if d >= dim {
         return;
     }
     // SAFETY: d < dim.
@@ -122,25 +147,11 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
         }
         (mean_k, between / (m - 1) as f64 + var_sum / m as f64)
     };
-    // The superchain's accepted steps. Every lane of the warp loads the same counts (one
-    // request, no branch that would hold the warp's other loads back); the lanes of
-    // dimension 0 add them up at the end.
-    let accepted_in = |k: usize| -> f64 {
-        // SAFETY: chains k m .. k m + m lie in the batch.
-        (k * m..(k + 1) * m)
-            .map(|c| f64::from(unsafe { *accepted.add(c) }))
-            .sum()
-    };
-    let (mut sum, mut sum_sq, mut within, mut count) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
-    let mut add = |(mean_k, within_k, accepted_k): (f64, f64, f64)| {
+    let (mut sum, mut sum_sq, mut within) = (0.0f64, 0.0f64, 0.0f64);
+    let mut add = |(mean_k, within_k): (f64, f64)| {
         sum += mean_k;
         sum_sq += mean_k * mean_k;
         within += within_k;
-        count += accepted_k;
-    };
-    let superchain = |k: usize| {
-        let (mean_k, within_k) = superchain(k);
-        (mean_k, within_k, accepted_in(k))
     };
     // Four superchains a round: their loads are independent and travel together (one at a
     // time, each warp would wait for memory on every superchain).
@@ -159,8 +170,5 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
         atomic_add_f64(out.add(d), sum);
         atomic_add_f64(out.add(dim + d), sum_sq);
         atomic_add_f64(out.add(2 * dim + d), within);
-        if d == 0 {
-            atomic_add_f64(out.add(3 * dim), count);
-        }
     }
 }

@@ -201,3 +201,32 @@ pub(crate) unsafe fn add_from_lane_below<const OFFSET: u32>(v: f32, seg: u32) ->
     }
     v
 }
+
+/// The sum of an f64 over all 32 lanes, in every lane: a butterfly of `shfl.sync.bfly` over the
+/// two 32-bit halves of the value (a shuffle moves 32 bits).
+///
+/// Example: lane `l` passes `l as f64`: every lane gets 496.
+///
+/// # Safety
+/// As [`shfl_idx`].
+#[inline(always)]
+pub(crate) unsafe fn group_sum_f64(v: f64) -> f64 {
+    let mut v = v;
+    let mut offset = WARP_SIZE as u32 / 2;
+    while offset > 0 {
+        let bits = v.to_bits();
+        let (low, high) = (bits as u32, (bits >> 32) as u32);
+        let (other_low, other_high): (u32, u32);
+        // SAFETY: register exchanges among the warp's lanes; all 32 take part (the contract).
+        unsafe {
+            asm!("shfl.sync.bfly.b32 {ol}, {l}, {o}, 0x1f, 0xffffffff;",
+                 "shfl.sync.bfly.b32 {oh}, {h}, {o}, 0x1f, 0xffffffff;",
+                 ol = out(reg32) other_low, oh = out(reg32) other_high,
+                 l = in(reg32) low, h = in(reg32) high, o = in(reg32) offset,
+                 options(nomem, nostack));
+        }
+        v += f64::from_bits(u64::from(other_low) | (u64::from(other_high) << 32));
+        offset /= 2;
+    }
+    v
+}
