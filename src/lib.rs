@@ -28,6 +28,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod adapt;
 pub mod cpu;
 mod device;
 pub mod diagnostics;

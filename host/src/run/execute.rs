@@ -4,6 +4,7 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use fused_mh::adapt::StepSizeAdaptation;
 use fused_mh::{DiagnosticsPlan, Error, Gpu, Progress, RunPlan, Shape, StepConfig, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -218,5 +219,83 @@ pub fn chains(
         stats,
         steps,
         history: history.into_inner(),
+    })
+}
+
+/// Steps per warm-up launch: the step size adapts after each (`fused_mh::adapt`).
+pub const WARMUP_LAUNCH_STEPS: u64 = 10;
+
+/// What the warm-up leaves: the states after it, the adapted step size, and the acceptance
+/// rate of its last launch.
+pub struct Warmed {
+    pub x: Vec<f32>,
+    pub step_size: f32,
+    pub last_acceptance: f64,
+}
+
+/// `steps` warm-up steps from step counter `first_step`, in launches of
+/// [`WARMUP_LAUNCH_STEPS`], the step size adapting toward the acceptance rate `target` after
+/// each launch from `step_size` (`fused_mh::adapt`); nothing of it is kept but the states and
+/// the step size.
+pub fn warm_up(
+    gpu: Option<&Gpu>,
+    inputs: &Inputs,
+    shape: Shape,
+    (seed, first_step): (u64, u64),
+    (steps, target): (u64, f64),
+    step_size: f32,
+) -> Result<Warmed> {
+    let mut adapt = StepSizeAdaptation::new(step_size, target);
+    let progress = ProgressBar::new(steps);
+    progress.set_style(
+        ProgressStyle::with_template("warm-up {bar:30} {pos}/{len} steps  {msg}")
+            .expect("valid template"),
+    );
+    let rows = shape.batch() as f64;
+    let mut done = 0;
+    let mut last_acceptance = f64::NAN;
+    let launch_steps = |done: u64| WARMUP_LAUNCH_STEPS.min(steps - done);
+    let x = match gpu {
+        Some(gpu) => {
+            let target_dev = gpu.upload_target(&inputs.target)?;
+            let mut chains = gpu.upload_chains(&inputs.x, shape)?;
+            chains.set_step_counter(first_step);
+            while done < steps {
+                let k = launch_steps(done);
+                let config = StepConfig::new(adapt.step_size(), seed)?;
+                let mut stats = gpu.new_stats(shape, false)?;
+                gpu.steps(&mut chains, &target_dev, &config, k as u32, &mut stats)?;
+                last_acceptance = stats.acceptance_rate()?;
+                adapt.update(last_acceptance);
+                done += k;
+                progress.set_position(done);
+                progress.set_message(format!(
+                    "acceptance {last_acceptance:.3}  step size {:.4}",
+                    adapt.step_size()
+                ));
+            }
+            chains.x()?
+        }
+        None => {
+            let mut x = inputs.x.clone();
+            while done < steps {
+                let k = launch_steps(done);
+                let config = StepConfig::new(adapt.step_size(), seed)?;
+                let (next, accepted) =
+                    cpu::steps(&x, shape, &inputs.target, &config, first_step + done, k)?;
+                last_acceptance = accepted.iter().sum::<u64>() as f64 / (k as f64 * rows);
+                adapt.update(last_acceptance);
+                x = next;
+                done += k;
+                progress.set_position(done);
+            }
+            x
+        }
+    };
+    progress.finish_and_clear();
+    Ok(Warmed {
+        x,
+        step_size: adapt.step_size(),
+        last_acceptance,
     })
 }

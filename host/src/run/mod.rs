@@ -80,6 +80,16 @@ pub struct RunArgs {
     /// Steps of every chain (with --resume: steps more), after the --burn-in.
     #[arg(long, default_value_t = 1000, conflicts_with = "noise")]
     steps: u64,
+    /// Warm-up steps before everything else: the step size adapts toward --target-accept after
+    /// every 10 steps (a Robbins-Monro rule in log step size, `fused_mh::adapt`), then stays.
+    /// They count for nothing, as the burn-in (off by default: the step size is then exactly
+    /// the given or default one).
+    #[arg(long, default_value_t = 0, conflicts_with_all = ["noise", "resume"])]
+    warmup: u64,
+    /// The acceptance rate the warm-up aims at (0.234: optimal for random-walk Metropolis in
+    /// many dimensions).
+    #[arg(long, default_value_t = 0.234)]
+    target_accept: f64,
     /// Steps run first that count for nothing: no statistics, no trace, no diagnostics (the
     /// chains' way in from their starting points).
     #[arg(long, default_value_t = 0, conflicts_with = "noise")]
@@ -163,10 +173,17 @@ pub fn run(args: RunArgs) -> Result<()> {
     let first_step = resume.as_ref().map_or(0, |r| r.summary.next_step);
     // Caller noise draws nothing from the stream: its one step leaves the counter where it is.
     let steps = if caller_noise { 1 } else { args.steps };
+    ensure!(
+        args.target_accept > 0.0 && args.target_accept < 1.0,
+        "--target-accept {}: give an acceptance rate between 0 and 1",
+        args.target_accept
+    );
     let drawn = if caller_noise {
         Some(0)
     } else {
-        steps.checked_add(args.burn_in)
+        steps
+            .checked_add(args.burn_in)
+            .and_then(|s| s.checked_add(args.warmup))
     };
     let Some(drawn) = drawn.filter(|d| first_step.checked_add(*d).is_some()) else {
         bail!(
@@ -247,8 +264,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let (Init::File(path, _), None, false) = (&plan.init, &resume, caller_noise) {
         inputs::warn_if_replaying(path, seed);
     }
-    let inputs = plan.read(seed, m)?;
-    let step_size = match (&resume, args.step_size) {
+    let mut inputs = plan.read(seed, m)?;
+    let mut step_size = match (&resume, args.step_size) {
         (Some(r), _) => r.summary.step_size,
         (None, Some(s)) => s,
         (None, None) => {
@@ -256,11 +273,27 @@ pub fn run(args: RunArgs) -> Result<()> {
             2.38 / (shape.dim() as f32).sqrt() / max_inv_var.sqrt()
         }
     };
-    let config = StepConfig::new(step_size, seed).context("--step-size")?;
+    let mut config = StepConfig::new(step_size, seed).context("--step-size")?;
     let device = gpu
         .as_ref()
         .map_or_else(|| "CPU reference".to_string(), |g| g.name().to_string());
     let started = Instant::now();
+    let initial_step_size = step_size;
+    let mut warmup_acceptance = None;
+    if args.warmup > 0 && !caller_noise {
+        let warmed = execute::warm_up(
+            gpu.as_ref(),
+            &inputs,
+            shape,
+            (seed, first_step),
+            (args.warmup, args.target_accept),
+            step_size,
+        )?;
+        step_size = warmed.step_size;
+        config = StepConfig::new(step_size, seed).context("the adapted step size")?;
+        inputs.x = warmed.x;
+        warmup_acceptance = Some(warmed.last_acceptance);
+    }
 
     let mut summary = Summary {
         written_by: summary::WRITTEN_BY.into(),
@@ -275,6 +308,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         first_step,
         next_step: first_step + drawn,
         burn_in: 0,
+        warmup: None,
         stopped_early: false,
         steps_per_launch: None,
         thin: None,
@@ -318,7 +352,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             &inputs,
             shape,
             &config,
-            first_step,
+            first_step + args.warmup,
             args.burn_in,
             &run_plan,
             trace.as_deref(),
@@ -337,7 +371,15 @@ pub fn run(args: RunArgs) -> Result<()> {
             .collect();
         summary.steps = ran;
         summary.burn_in = args.burn_in;
-        summary.next_step = first_step + args.burn_in + ran;
+        summary.next_step = first_step + args.warmup + args.burn_in + ran;
+        if args.warmup > 0 {
+            summary.warmup = Some(summary::Warmup {
+                steps: args.warmup,
+                target_accept: args.target_accept,
+                initial_step_size,
+                last_acceptance: warmup_acceptance.unwrap_or(f64::NAN),
+            });
+        }
         summary.stopped_early = ran < args.steps;
         if diagnosable && ran >= 2 {
             let d =

@@ -38,6 +38,9 @@ pub struct Summary {
     /// The counter after the last step: where `--resume` continues the random stream (caller
     /// noise draws nothing from it: then `first_step`).
     pub next_step: u64,
+    /// The warm-up that adapted `step_size` (`--warmup`), if there was one.
+    #[serde(default)]
+    pub warmup: Option<Warmup>,
     /// Steps run before the statistics began (`--burn-in`); `steps` counts those after it.
     #[serde(default)]
     pub burn_in: u64,
@@ -61,6 +64,16 @@ pub struct Summary {
     pub diagnostics: Option<DiagnosticsSummary>,
     /// Every file of the output directory, this one included.
     pub files: Vec<String>,
+}
+
+/// What `--warmup` did: its steps and target, the step size it started from (`step_size` is
+/// where it ended), and the acceptance rate of its last launch.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub struct Warmup {
+    pub steps: u64,
+    pub target_accept: f64,
+    pub initial_step_size: f32,
+    pub last_acceptance: f64,
 }
 
 /// The diagnostics after one launch (after `step` steps past the burn-in).
@@ -169,6 +182,13 @@ pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
         "{} chains x {} dims, {} steps on {}: acceptance rate {:.4}\n",
         b, d, summary.steps, summary.device, summary.acceptance_rate
     );
+    if let Some(w) = &summary.warmup {
+        let _ = writeln!(
+            text,
+            "warm-up of {} steps: step size {} -> {} (last acceptance {:.3}, target {})",
+            w.steps, w.initial_step_size, summary.step_size, w.last_acceptance, w.target_accept
+        );
+    }
     if summary.burn_in > 0 {
         let _ = writeln!(
             text,

@@ -9,7 +9,7 @@ mod hostile;
 
 use std::fs;
 
-use common::{check_ok, expect_code, host, load, problem, scratch};
+use common::{check_ok, expect_code, host, load, problem, save, scratch};
 use fused_mh::{Gpu, RunPlan, StepConfig, Target, cpu};
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -435,6 +435,82 @@ fn burn_in_counts_for_nothing(on_gpu: bool) -> Result<(), Failed> {
     Ok(())
 }
 
+/// `--warmup 1500` from a step size 10x too small and 10x too large, on an isotropic target and
+/// on one whose sigmas span 100x: the acceptance after the warm-up (frozen step size) is within
+/// 0.02 of the 0.234 target, and the chains after it are a valid sampler: pooled means within 5
+/// standard errors of mu (errors from the run's own ESS) and pooled variances within 5 % of
+/// sigma^2.
+fn warmup_reaches_the_target_acceptance(on_gpu: bool) -> Result<(), Failed> {
+    let dir = scratch(if on_gpu { "warmup-gpu" } else { "warmup-cpu" });
+    let sigmas: Vec<f32> = (0..8).map(|d| 0.1 * 100f32.powf(d as f32 / 7.0)).collect();
+    save(&dir.join("wide.npy"), &[8], &sigmas);
+    for (sigma, good) in [("1", 0.84f32), ("wide.npy", 0.084)] {
+        for factor in [0.1f32, 10.0] {
+            let step = (good * factor).to_string();
+            let mut args = vec![
+                "--batch",
+                "512",
+                "--dim",
+                "8",
+                "--sigma",
+                sigma,
+                "--step-size",
+                &step,
+                "--warmup",
+                "1500",
+                "--steps",
+                "2000",
+                "--superchain-size",
+                "4",
+                "--out",
+                "w",
+                "--seed",
+                "6",
+            ];
+            if !on_gpu {
+                args.push("--cpu");
+            }
+            if dir.join("w").exists() {
+                args.push("--force");
+            }
+            check_ok(&host(&dir, &args))?;
+            let summary: serde_json::Value =
+                serde_json::from_str(&fs::read_to_string(dir.join("w/summary.json"))?)?;
+            let rate = summary["acceptance_rate"].as_f64().unwrap_or(f64::NAN);
+            let case = format!("--sigma {sigma} --step-size {step}");
+            if (rate - 0.234).abs() > 0.02 {
+                return Err(format!("{case}: acceptance {rate} after the warm-up").into());
+            }
+            let (_, mean) = load::<f64>(&dir.join("w/mean.npy"));
+            let (_, var) = load::<f64>(&dir.join("w/var.npy"));
+            let ess: Vec<f64> = serde_json::from_value(summary["diagnostics"]["ess"].clone())?;
+            for d in 0..8 {
+                let s2 = if sigma == "1" {
+                    1.0
+                } else {
+                    f64::from(sigmas[d]).powi(2)
+                };
+                let pooled = (0..512).map(|c| mean[c * 8 + d]).sum::<f64>() / 512.0;
+                let between = (0..512)
+                    .map(|c| (mean[c * 8 + d] - pooled).powi(2))
+                    .sum::<f64>()
+                    / 512.0;
+                let total = (0..512).map(|c| var[c * 8 + d]).sum::<f64>() / 512.0 + between;
+                let se = (s2 / ess[d]).sqrt();
+                if pooled.abs() > 5.0 * se || (total / s2 - 1.0).abs() > 0.05 {
+                    return Err(format!(
+                        "{case}, dim {d}: mean {pooled} (5 se = {}), variance {total} vs {s2}",
+                        5.0 * se
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let args = Arguments::from_args();
     let gpu = matches!(Gpu::count(), Ok(n) if n > 0);
@@ -450,6 +526,12 @@ fn main() -> std::process::ExitCode {
         }),
         Trial::test("diagnostics_in_the_summary", diagnostics_in_the_summary),
         Trial::test("early_stop_cpu", || early_stop(false)),
+        Trial::test("warmup_reaches_the_target_acceptance_cpu", || {
+            warmup_reaches_the_target_acceptance(false)
+        }),
+        gpu_test("warmup_reaches_the_target_acceptance_gpu", || {
+            warmup_reaches_the_target_acceptance(true)
+        }),
         Trial::test("burn_in_counts_for_nothing_cpu", || {
             burn_in_counts_for_nothing(false)
         }),
