@@ -438,8 +438,11 @@ fn burn_in_counts_for_nothing(on_gpu: bool) -> Result<(), Failed> {
 /// `--warmup 1500` from a step size 10x too small and 10x too large, on an isotropic target and
 /// on one whose sigmas span 100x: the acceptance after the warm-up (frozen step size) is within
 /// 0.02 of the 0.234 target, and the chains after it are a valid sampler: pooled means within 5
-/// standard errors of mu (errors from the run's own ESS) and pooled variances within 5 % of
-/// sigma^2.
+/// standard errors of mu and pooled variances within 5 % of sigma^2 or 5 standard errors,
+/// whichever is larger (errors from the run's own ESS: the variance of a normal's variance
+/// estimate is `2 sigma^4 / ESS`). Without preconditioning the widest dimensions of the
+/// anisotropic target mix slowly, and their ESS is then not much more than the 512 chains
+/// (whose starting points are exact draws from the target): 5 % would be 1.3 standard errors.
 fn warmup_reaches_the_target_acceptance(on_gpu: bool) -> Result<(), Failed> {
     let dir = scratch(if on_gpu { "warmup-gpu" } else { "warmup-cpu" });
     let sigmas: Vec<f32> = (0..8).map(|d| 0.1 * 100f32.powf(d as f32 / 7.0)).collect();
@@ -497,7 +500,8 @@ fn warmup_reaches_the_target_acceptance(on_gpu: bool) -> Result<(), Failed> {
                     / 512.0;
                 let total = (0..512).map(|c| var[c * 8 + d]).sum::<f64>() / 512.0 + between;
                 let se = (s2 / ess[d]).sqrt();
-                if pooled.abs() > 5.0 * se || (total / s2 - 1.0).abs() > 0.05 {
+                let var_tolerance = (5.0 * (2.0 / ess[d]).sqrt()).max(0.05);
+                if pooled.abs() > 5.0 * se || (total / s2 - 1.0).abs() > var_tolerance {
                     return Err(format!(
                         "{case}, dim {d}: mean {pooled} (5 se = {}), variance {total} vs {s2}",
                         5.0 * se
