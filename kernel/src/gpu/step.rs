@@ -283,8 +283,8 @@ pub(crate) unsafe fn step_tiles<N: Noise, F: RowFeed<N, Q>, const Q: usize, cons
             };
             // SAFETY: as above.
             unsafe { feed.load_next::<V4>(args, noise, next_offset, next_live, lane_in_group, g) };
-            // SAFETY: forwarded from the entry point's contract; `Q` and `V4` were chosen by
-            // the host from `dim` (see `Variant`).
+            // SAFETY: forwarded from the entry point's contract; the host's dispatch chose the
+            // entry point, and with it `Q` and `V4`, from `dim`.
             let accept = unsafe {
                 if Q == 0 {
                     row_streaming::<N, V4>(args, noise, slot)
