@@ -53,6 +53,14 @@ enum Draws<'a> {
     },
 }
 
+/// The in-kernel random numbers of step `step` under `config`'s seed.
+fn philox(config: &StepConfig, step: u64) -> Draws<'static> {
+    Draws::Philox {
+        key: rng::key(config.seed()),
+        step,
+    }
+}
+
 /// One step with random numbers from the counter scheme at `(config.seed(), step)`: the CPU
 /// twin of the GPU's `mh_step`.
 pub fn step(
@@ -62,11 +70,14 @@ pub fn step(
     config: &StepConfig,
     step: u64,
 ) -> Result<StepOutput> {
-    let draws = Draws::Philox {
-        key: rng::key(config.seed()),
-        step,
-    };
-    run(x, shape, target, config.step_size(), draws, false)
+    run(
+        x,
+        shape,
+        target,
+        config.step_size(),
+        philox(config, step),
+        false,
+    )
 }
 
 /// [`step`] on all cores.
@@ -77,11 +88,14 @@ pub fn par_step(
     config: &StepConfig,
     step: u64,
 ) -> Result<StepOutput> {
-    let draws = Draws::Philox {
-        key: rng::key(config.seed()),
-        step,
-    };
-    run(x, shape, target, config.step_size(), draws, true)
+    run(
+        x,
+        shape,
+        target,
+        config.step_size(),
+        philox(config, step),
+        true,
+    )
 }
 
 /// `steps` consecutive steps from step counter `first_step` (all cores): the CPU twin of

@@ -170,3 +170,10 @@ pub fn expect_code(out: &Output, code: i32, what: &str) -> Result<String, Failed
     }
     Ok(stderr)
 }
+
+/// Whether `DIR_A/x.npy` and `DIR_B/x.npy` (under `dir`) hold the same states, bit for bit.
+pub fn same_states(dir: &Path, a: &str, b: &str) -> bool {
+    let (_, xa) = load::<f32>(&dir.join(a).join("x.npy"));
+    let (_, xb) = load::<f32>(&dir.join(b).join("x.npy"));
+    xa.len() == xb.len() && xa.iter().zip(&xb).all(|(u, v)| u.to_bits() == v.to_bits())
+}

@@ -9,7 +9,7 @@ mod hostile;
 
 use std::fs;
 
-use common::{check_ok, expect_code, host, load, problem, save, scratch};
+use common::{check_ok, expect_code, host, load, problem, same_states, save, scratch};
 use fused_mh::{Gpu, RunPlan, StepConfig, Target, cpu};
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -205,13 +205,7 @@ fn resume_continues_the_stream(on_gpu: bool) -> Result<(), Failed> {
     check_ok(&run(&[
         "--resume", "a", "--steps", "20", "--thin", "10", "--out", "b",
     ]))?;
-    let (_, x_long) = load::<f32>(&dir.join("long/x.npy"));
-    let (_, x_b) = load::<f32>(&dir.join("b/x.npy"));
-    if x_long
-        .iter()
-        .map(|v| v.to_bits())
-        .ne(x_b.iter().map(|v| v.to_bits()))
-    {
+    if !same_states(&dir, "long", "b") {
         return Err("the resumed run's states differ from the uninterrupted run's".into());
     }
     let (_, trace_long) = load::<f32>(&dir.join("long/trace.npy"));
@@ -364,13 +358,7 @@ fn early_stop(on_gpu: bool) -> Result<(), Failed> {
         return Err("rhat.svg has no threshold line".into());
     }
     check_ok(&run(&["--steps", &steps.to_string(), "--out", "short"]))?;
-    let (_, stopped) = load::<f32>(&dir.join("stopped/x.npy"));
-    let (_, short) = load::<f32>(&dir.join("short/x.npy"));
-    if stopped
-        .iter()
-        .map(|v| v.to_bits())
-        .ne(short.iter().map(|v| v.to_bits()))
-    {
+    if !same_states(&dir, "stopped", "short") {
         return Err(format!("stopped at {steps}: not the {steps}-step run's states").into());
     }
     fs::remove_dir_all(&dir).ok();
@@ -401,13 +389,7 @@ fn burn_in_counts_for_nothing(on_gpu: bool) -> Result<(), Failed> {
     ]
     .concat();
     check_ok(&host(&dir, &burnt))?;
-    let (_, x_long) = load::<f32>(&dir.join("long/x.npy"));
-    let (_, x_burnt) = load::<f32>(&dir.join("burnt/x.npy"));
-    if x_long
-        .iter()
-        .map(|v| v.to_bits())
-        .ne(x_burnt.iter().map(|v| v.to_bits()))
-    {
+    if !same_states(&dir, "long", "burnt") {
         return Err("the burnt-in run does not end where the long run ends".into());
     }
     let (_, trace) = load::<f32>(&dir.join("long/trace.npy"));
