@@ -25,12 +25,17 @@ tests)
 sanitize)
   gpu_tests=$(ls .gpu/bin/test-test-gpu)
   # Small shapes of every kernel family: split (7x33, 4096x64), unsplit and staged target
-  # (1000x100, 5x333), the stats-update path of long rows (3x1025), moments and trace.
+  # (1000x100, 5x333), the stats-update path of long rows (3x1025), moments and trace, the
+  # per-dimension scales (in registers, staged, the run's single steps) and the non-finite
+  # counts.
   cases="fused_equals_single_steps::7x33::k5 fused_equals_single_steps::4096x64::k20
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
     fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030
     lesson_matches_cpu::1::37x12 lesson_matches_cpu::2::5x260 lesson_matches_cpu::3::1000x64
-    lesson_matches_cpu::4::300x1024 gpu_diagnostics_match_the_moments::512x70::m8"
+    lesson_matches_cpu::4::300x1024 gpu_diagnostics_match_the_moments::512x70::m8
+    scales_of_one_change_nothing::3000x33 scaled_run_matches_cpu::600x300
+    scaled_run_matches_cpu::50x1025 nonfinite_counts_are_exact::64x10
+    nonfinite_counts_are_exact::8x1030"
   for tool in memcheck racecheck; do
     for c in $cases; do
       log="$out/sanitize-$tool-${c//:/_}.log"

@@ -252,6 +252,7 @@ impl Gpu {
         target: &DeviceTarget,
         config: &StepConfig,
     ) -> Result<()> {
+        config.check_no_scales("Gpu::step")?;
         let draws = Draws::Philox {
             seed: config.seed(),
             step: chains.step,
@@ -315,6 +316,7 @@ impl Gpu {
                 chains.shape.dim()
             ))
         })?;
+        config.check_no_scales("Gpu::step_lesson")?;
         let draws = Draws::Philox {
             seed: config.seed(),
             step: chains.step,

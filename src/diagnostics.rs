@@ -15,7 +15,13 @@
 //!                                   + mean_m s2_km )
 //! nested R-hat           = sqrt(1 + B / W)
 //! ESS                    = K * W / B
+//! pooled variance        = W + B
 //! ```
+//!
+//! The pooled variance estimates the target's variance from all the draws (with `M = 1`, the
+//! variance of every draw of every chain about the overall mean, up to the `N / (N - 1)` and
+//! `K / (K - 1)` factors); before convergence it is too large, as Gelman's `var+` is. The
+//! warm-up's preconditioner ([`crate::adapt::ScaleAdaptation`]) takes its square root.
 //!
 //! With `M = 1` nested R-hat is Gelman and Rubin's R-hat without its `(N - 1) / N` factor:
 //! `sqrt(1 + var(chain means) / mean(within variances))`.
@@ -43,6 +49,8 @@ pub struct Diagnostics {
     pub nested_rhat: Vec<f64>,
     /// Effective sample size of each dimension, over all chains.
     pub ess: Vec<f64>,
+    /// The pooled variance `W + B` of each dimension (see the module doc).
+    pub variance: Vec<f64>,
     /// The fraction of all steps of all chains that were accepted, where the caller knows it
     /// (runs do; [`from_chain_moments`] alone does not).
     pub acceptance_rate: Option<f64>,
@@ -120,18 +128,21 @@ pub fn from_superchain_sums(
     let sums = &sums[..3 * dim];
     let k = superchains as f64;
     let (mut nested_rhat, mut ess) = (Vec::with_capacity(dim), Vec::with_capacity(dim));
+    let mut variance = Vec::with_capacity(dim);
     for d in 0..dim {
         let (sum, sum_sq, within) = (sums[d], sums[dim + d], sums[2 * dim + d]);
         let between = (sum_sq - sum * sum / k) / (k - 1.0);
         let within = within / k;
         nested_rhat.push((1.0 + between / within).sqrt());
         ess.push(k * within / between);
+        variance.push(within + between);
     }
     Diagnostics {
         superchain_size,
         draws,
         nested_rhat,
         ess,
+        variance,
         acceptance_rate: None,
     }
 }
@@ -162,6 +173,7 @@ pub fn from_chain_moments(
     let unbiased = n / (n - 1.0);
     let mut nested_rhat = Vec::with_capacity(dim);
     let mut ess = Vec::with_capacity(dim);
+    let mut variance = Vec::with_capacity(dim);
     for d in 0..dim {
         let at = |chain: usize| chain * dim + d;
         // Superchain means and within-superchain variances, in two passes each.
@@ -193,12 +205,14 @@ pub fn from_chain_moments(
         let within = within / k as f64;
         nested_rhat.push((1.0 + between / within).sqrt());
         ess.push(k as f64 * within / between);
+        variance.push(within + between);
     }
     Ok(Diagnostics {
         superchain_size,
         draws,
         nested_rhat,
         ess,
+        variance,
         acceptance_rate: None,
     })
 }
@@ -217,6 +231,7 @@ mod tests {
         let d = from_chain_moments(shape, 2, 4, &[0.0, 2.0, 4.0, 6.0], &[3.0; 4]).unwrap();
         approx::assert_relative_eq!(d.nested_rhat[0], (1.0f64 + 8.0 / 6.0).sqrt());
         approx::assert_relative_eq!(d.ess[0], 1.5);
+        approx::assert_relative_eq!(d.variance[0], 6.0 + 8.0);
         assert!(from_chain_moments(shape, 3, 4, &[0.0; 4], &[1.0; 4]).is_err());
         assert!(from_chain_moments(shape, 4, 4, &[0.0; 4], &[1.0; 4]).is_err());
         assert!(from_chain_moments(shape, 1, 1, &[0.0; 4], &[1.0; 4]).is_err());

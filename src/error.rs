@@ -88,6 +88,20 @@ pub enum Error {
     /// A step size that is not a positive finite number.
     #[error("step size {0} must be a finite number > 0")]
     BadStepSize(f32),
+    /// A per-dimension proposal scale whose product with the step size is not a positive
+    /// finite number.
+    #[error(
+        "proposal scale[{index}] = {scale} times the step size {step_size} must be a finite \
+         number > 0"
+    )]
+    BadScale {
+        /// The dimension.
+        index: usize,
+        /// Its scale.
+        scale: f32,
+        /// The step size it multiplies.
+        step_size: f32,
+    },
     /// A caller-supplied uniform outside `[0, 1)`.
     #[error("uniform[{index}] = {value} is outside [0, 1)")]
     UniformOutOfRange {

@@ -2,6 +2,8 @@
 //! configuration, each validated once when it is built, so the GPU and the CPU paths can trust
 //! them.
 
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 
 /// The shape of a batch: `batch` independent chains of `dim` coordinates each, stored
@@ -208,22 +210,51 @@ impl Target {
 /// 3.4e38, or `2^128`), with room for a proposal's extra distance and for float32 rounding.
 pub const MAX_SQUARED_DISTANCE: f64 = (1u128 << 120) as f64;
 
-/// How a step with in-kernel random numbers proposes: the step size, and the seed of the
-/// Philox stream.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// How a step with in-kernel random numbers proposes: the step size, optionally a scale per
+/// dimension relative to it (diagonal preconditioning), and the seed of the Philox stream.
+#[derive(Clone, Debug, PartialEq)]
 pub struct StepConfig {
     step_size: f32,
     seed: u64,
+    scales: Option<Arc<[f32]>>,
 }
 
 impl StepConfig {
     /// A configuration; the step size must be finite and positive.
     pub fn new(step_size: f32, seed: u64) -> Result<Self> {
         check_step_size(step_size)?;
-        Ok(Self { step_size, seed })
+        Ok(Self {
+            step_size,
+            seed,
+            scales: None,
+        })
     }
 
-    /// The proposal's scale: `proposal = x + step_size * eps`.
+    /// The same configuration with a proposal scale per dimension relative to the step size:
+    /// `proposal_d = x_d + (step_size * scales[d]) * eps_d` (the product rounded to f32 once).
+    /// Every `step_size * scales[d]` must be finite and positive. All scales 1 give the
+    /// results of no scales, to the bit. [`crate::Gpu::run`], [`crate::Gpu::steps`] and
+    /// [`crate::cpu::run_chains`] use them; the single steps ([`crate::Gpu::step`],
+    /// [`crate::cpu::step`]) take the step size alone and refuse a configuration with scales.
+    pub fn with_scales(self, scales: &[f32]) -> Result<Self> {
+        if let Some((d, &s)) = scales.iter().enumerate().find(|&(_, &s)| {
+            let product = self.step_size * s;
+            !(product.is_finite() && product > 0.0)
+        }) {
+            return Err(Error::BadScale {
+                index: d,
+                scale: s,
+                step_size: self.step_size,
+            });
+        }
+        Ok(Self {
+            scales: Some(crate::host_memory::copied("proposal scales", scales)?.into()),
+            ..self
+        })
+    }
+
+    /// The proposal's scale: `proposal = x + step_size * eps` (times the scale of each
+    /// dimension, if there are scales).
     pub fn step_size(&self) -> f32 {
         self.step_size
     }
@@ -231,6 +262,31 @@ impl StepConfig {
     /// The seed (the Philox key).
     pub fn seed(&self) -> u64 {
         self.seed
+    }
+
+    /// The per-dimension scales relative to the step size, if any.
+    pub fn scales(&self) -> Option<&[f32]> {
+        self.scales.as_deref()
+    }
+
+    /// What the kernels multiply the normals by, per dimension: `step_size * scales[d]`
+    /// (None without scales). Checks that there is one scale per dimension of `shape`.
+    pub(crate) fn proposal_scales(&self, shape: Shape) -> Result<Option<Vec<f32>>> {
+        let Some(scales) = &self.scales else {
+            return Ok(None);
+        };
+        check_len("proposal scales", shape.dim(), scales.len())?;
+        Ok(Some(scales.iter().map(|s| self.step_size * s).collect()))
+    }
+
+    /// Refuses scales where a step takes the step size alone.
+    pub(crate) fn check_no_scales(&self, what: &str) -> Result<()> {
+        match self.scales {
+            None => Ok(()),
+            Some(_) => Err(Error::InvalidRun(format!(
+                "{what} takes the step size alone, not per-dimension scales (use a run)"
+            ))),
+        }
     }
 }
 

@@ -221,6 +221,7 @@ fn gpu_diagnostics_match_the_moments(batch: usize, dim: usize, m: usize) -> Resu
     for (label, got, want) in [
         ("nested R-hat", &on_gpu.nested_rhat, &want.nested_rhat),
         ("ESS", &on_gpu.ess, &want.ess),
+        ("pooled variance", &on_gpu.variance, &want.variance),
     ] {
         if let Some(d) = (0..dim).find(|&d| (got[d] - want[d]).abs() > 1e-9 * want[d].abs()) {
             return Err(format!(
@@ -613,6 +614,178 @@ fn fused_equals_single_steps(batch: usize, dim: usize, k: u32) -> Result<(), Fai
     Ok(())
 }
 
+/// What [`gpu_run`] returns.
+#[derive(PartialEq)]
+struct Ran {
+    /// The final states' bits (NaN compares equal to itself).
+    x_bits: Vec<u32>,
+    accepted: Vec<u64>,
+    nonfinite: Vec<u64>,
+    /// The running means' bits (with moments).
+    mean_bits: Option<Vec<u64>>,
+}
+
+/// Runs `steps` steps (launches of 10) of `x` with `config` on the GPU; returns the final
+/// states, the accepted and non-finite counts, and the means (with `moments`).
+fn gpu_run(
+    gpu: &Gpu,
+    (shape, x, target): (Shape, &[f32], &Target),
+    config: &StepConfig,
+    steps: u64,
+    moments: bool,
+) -> Result<Ran, Failed> {
+    let target_dev = gpu.upload_target(target)?;
+    let mut chains = gpu.upload_chains(x, shape)?;
+    chains.poison_outputs(POISON_X, POISON_FLAG)?;
+    let mut stats = gpu.new_stats(shape, moments)?;
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        config,
+        &fused_mh::RunPlan::new(steps, 10),
+        &mut stats,
+        &mut |_| {},
+        &mut |_| Ok(()),
+    )?;
+    Ok(Ran {
+        x_bits: chains.x()?.iter().map(|v| v.to_bits()).collect(),
+        accepted: stats.accepted_counts()?,
+        nonfinite: stats.nonfinite_counts()?,
+        mean_bits: stats
+            .means()?
+            .map(|m| m.iter().map(|v| v.to_bits()).collect()),
+    })
+}
+
+/// Shapes for the per-dimension scales: the split kernel (4096 rows of 64), `q2` rows that are
+/// not whole quads, `q8` rows, rows in registers with a large batch, and rows of 1025 (the
+/// run's single steps).
+const SCALED_SHAPES: [(usize, usize); 5] =
+    [(4096, 64), (3000, 33), (600, 300), (40000, 64), (50, 1025)];
+
+/// Scales of 1 in every dimension give the `_scaled` kernels the step size itself: 25 steps
+/// with them equal 25 steps without, bit for bit (states, counts, running means), with and
+/// without the moments.
+fn scales_of_one_change_nothing(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, step_size) = random_problem(batch, dim, (batch ^ dim) as u64);
+    let plain = StepConfig::new(step_size, 3)?;
+    let scaled = plain.clone().with_scales(&vec![1.0; dim])?;
+    for moments in [false, true] {
+        let a = gpu_run(&gpu, (shape, &x, &target), &plain, 25, moments)?;
+        let b = gpu_run(&gpu, (shape, &x, &target), &scaled, 25, moments)?;
+        if a != b {
+            return Err(format!(
+                "({batch}, {dim}, moments {moments}): scales of 1 changed the run"
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Scales from 0.25 to 4 per dimension: 20 steps on the GPU against 20 of the CPU reference,
+/// which scales each normal by `step_size * scale[d]` itself (the tolerances of
+/// `fused_equals_single_steps`, with the largest scale in the absolute bound).
+fn scaled_run_matches_cpu(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, step_size) = random_problem(batch, dim, (batch * 3 + dim) as u64);
+    let mut r = rng(dim as u64);
+    let scales: Vec<f32> = (0..dim)
+        .map(|_| 2f32.powf(r.random_range(-2.0..2.0)))
+        .collect();
+    let config = StepConfig::new(step_size, 8)?.with_scales(&scales)?;
+    let k = 20;
+    let ran = gpu_run(&gpu, (shape, &x, &target), &config, k, false)?;
+    let x_gpu: Vec<f32> = ran.x_bits.iter().map(|&b| f32::from_bits(b)).collect();
+    let counts = &ran.accepted;
+    let cpu = cpu::run_chains(
+        &x,
+        shape,
+        &target,
+        &config,
+        0,
+        k,
+        0,
+        None,
+        &mut |_, _| Ok(()),
+        &mut |_| {},
+    )?;
+    if ran.nonfinite.iter().any(|&n| n > 0) || cpu.nonfinite.iter().any(|&n| n > 0) {
+        return Err("a finite run counted non-finite steps".into());
+    }
+    let kf = k as f32;
+    let widest = step_size * scales.iter().copied().fold(0.0, f32::max);
+    let mut diverged = 0;
+    for row in 0..batch {
+        if counts[row] != cpu.accepted[row] {
+            diverged += 1;
+            continue;
+        }
+        for d in 0..dim {
+            let (g, c) = (x_gpu[row * dim + d], cpu.x[row * dim + d]);
+            let bound =
+                kf * (cpu::X_NEW_MAX_RELATIVE * c.abs() + cpu::X_NEW_ABS_PER_STEP_SIZE * widest);
+            if (g - c).abs() > bound {
+                return Err(format!(
+                    "({batch}, {dim}): x[{row}, {d}] GPU {g} vs CPU {c} (bound {bound})"
+                )
+                .into());
+            }
+        }
+    }
+    let allowed = (kf as f64 * cpu::MAX_FLIPPED_FRACTION * batch as f64).floor() as usize + 1;
+    if diverged > allowed {
+        return Err(format!("{diverged} rows left the CPU's path (allowed {allowed})").into());
+    }
+    Ok(())
+}
+
+/// Rows planted with a NaN, +inf or -inf count every one of their steps as non-finite, the
+/// others none, through launches of the fused kernels (split or not; the run's single steps for
+/// rows of 1030), with and without scales and moments; the planted rows never move.
+fn nonfinite_counts_are_exact(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, mut x, target, step_size) = random_problem(batch, dim, 41);
+    let planted = [
+        (1usize, f32::NAN),
+        (5, f32::INFINITY),
+        (6, f32::NEG_INFINITY),
+    ];
+    for (row, value) in planted {
+        x[row * dim + dim / 2] = value;
+    }
+    let plain = StepConfig::new(step_size, 2)?;
+    let scaled = plain.clone().with_scales(&vec![0.5; dim])?;
+    let steps = 25;
+    // Without moments small batches take the split kernels, whose count is in another lane.
+    for (config, moments) in [
+        (&plain, false),
+        (&plain, true),
+        (&scaled, false),
+        (&scaled, true),
+    ] {
+        let ran = gpu_run(&gpu, (shape, &x, &target), config, steps, moments)?;
+        for (row, &n) in ran.nonfinite.iter().enumerate() {
+            let want = if planted.iter().any(|&(r, _)| r == row) {
+                steps
+            } else {
+                0
+            };
+            if n != want {
+                return Err(format!("({batch}, {dim}): row {row} counted {n}, not {want}").into());
+            }
+        }
+        for (row, _) in planted {
+            let moved = (0..dim).any(|d| ran.x_bits[row * dim + d] != x[row * dim + d].to_bits());
+            if moved {
+                return Err(format!("({batch}, {dim}): planted row {row} moved").into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Two-pass mean and variance (f64) of each chain and coordinate over saved states
 /// `[n, batch * dim]`.
 fn two_pass(trace: &[f32], len: usize) -> (Vec<f64>, Vec<f64>) {
@@ -880,5 +1053,21 @@ fn main() -> ExitCode {
         ));
     }
     trials.push(gpu_test("convergence".into(), Box::new(convergence)));
+    for (batch, dim) in SCALED_SHAPES {
+        trials.push(gpu_test(
+            format!("scales_of_one_change_nothing::{batch}x{dim}"),
+            Box::new(move || scales_of_one_change_nothing(batch, dim)),
+        ));
+        trials.push(gpu_test(
+            format!("scaled_run_matches_cpu::{batch}x{dim}"),
+            Box::new(move || scaled_run_matches_cpu(batch, dim)),
+        ));
+    }
+    for (batch, dim) in [(64, 10), (4096, 64), (9, 300), (8, 1030)] {
+        trials.push(gpu_test(
+            format!("nonfinite_counts_are_exact::{batch}x{dim}"),
+            Box::new(move || nonfinite_counts_are_exact(batch, dim)),
+        ));
+    }
     libtest_mimic::run(&args, trials).exit_code()
 }

@@ -102,9 +102,17 @@ pub fn valid_in_quad(dim: usize, quad: usize) -> usize {
 /// multiply-add (one rounding).
 #[inline(always)]
 pub fn propose(x: [f32; 4], eps: [f32; 4], step_size: f32) -> [f32; 4] {
+    propose_scaled(x, eps, [step_size; QUAD])
+}
+
+/// The proposal of a quad with a scale per element (diagonal preconditioning):
+/// `p = x + scale * eps`, element by element, as one fused multiply-add. With every scale equal
+/// to the step size this is [`propose`], to the bit.
+#[inline(always)]
+pub fn propose_scaled(x: [f32; 4], eps: [f32; 4], scale: [f32; 4]) -> [f32; 4] {
     let mut p = [0.0; 4];
     for i in 0..QUAD {
-        p[i] = math::fma(step_size, eps[i], x[i]);
+        p[i] = math::fma(scale[i], eps[i], x[i]);
     }
     p
 }
@@ -157,6 +165,13 @@ pub fn log_uniform(u: f32) -> f32 {
     }
 }
 
+/// Whether `log alpha` is finite (not a NaN, not an infinity): one compare of its magnitude,
+/// false for a NaN.
+#[inline(always)]
+pub fn is_finite(log_alpha: f32) -> bool {
+    log_alpha.abs() < f32::INFINITY
+}
+
 /// The Metropolis decision: accept when `log u < log alpha`.
 ///
 /// Any NaN makes the comparison false, so a row whose `x` is not finite (NaN, or infinite,
@@ -192,6 +207,23 @@ pub fn group_sum_emulated(partials: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Scales equal to the step size are the plain proposal, to the bit; other scales scale
+    /// each element's normal. `is_finite` is false exactly for NaN and the infinities.
+    #[test]
+    fn scaled_proposals_and_finiteness() {
+        let (x, eps) = ([0.1, -2.0, 3.5, 1e-3], [0.7, -1.3, 0.0, 2.2]);
+        let plain = propose(x, eps, 0.37);
+        assert_eq!(propose_scaled(x, eps, [0.37; 4]), plain);
+        let scaled = propose_scaled(x, eps, [1.0, 2.0, 0.5, 4.0]);
+        assert_eq!(scaled, [0.1 + 0.7, -2.0 - 2.6, 3.5, 1e-3 + 8.8]);
+        for v in [0.0, -1.0, f32::MAX, f32::MIN_POSITIVE, 1e-45] {
+            assert!(is_finite(v), "{v}");
+        }
+        for v in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            assert!(!is_finite(v), "{v}");
+        }
+    }
 
     #[test]
     fn group_sum_matches_the_worked_example() {

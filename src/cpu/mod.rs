@@ -61,8 +61,27 @@ fn philox(config: &StepConfig, step: u64) -> Draws<'static> {
     }
 }
 
+/// How a step scales its normals: by the step size, or per dimension.
+#[derive(Clone, Copy)]
+enum Proposal<'a> {
+    StepSize(f32),
+    /// `step_size * scales[d]` for each dimension `d` (see [`StepConfig::with_scales`]).
+    Scales(&'a [f32]),
+}
+
+impl Proposal<'_> {
+    /// The scales of quad `q`, zero-padded past the row (as the GPU stages them).
+    fn quad(&self, q: usize) -> [f32; 4] {
+        match self {
+            Proposal::StepSize(h) => [*h; QUAD],
+            Proposal::Scales(s) => quad_of(s, q),
+        }
+    }
+}
+
 /// One step with random numbers from the counter scheme at `(config.seed(), step)`: the CPU
-/// twin of the GPU's `mh_step`.
+/// twin of the GPU's `mh_step`. Takes the step size alone (a configuration with scales is
+/// refused; [`run_chains`] takes them).
 pub fn step(
     x: &[f32],
     shape: Shape,
@@ -70,14 +89,9 @@ pub fn step(
     config: &StepConfig,
     step: u64,
 ) -> Result<StepOutput> {
-    run(
-        x,
-        shape,
-        target,
-        config.step_size(),
-        philox(config, step),
-        false,
-    )
+    config.check_no_scales("cpu::step")?;
+    let proposal = Proposal::StepSize(config.step_size());
+    run(x, shape, target, proposal, philox(config, step), false)
 }
 
 /// [`step`] on all cores.
@@ -88,14 +102,26 @@ pub fn par_step(
     config: &StepConfig,
     step: u64,
 ) -> Result<StepOutput> {
-    run(
-        x,
-        shape,
-        target,
-        config.step_size(),
-        philox(config, step),
-        true,
-    )
+    config.check_no_scales("cpu::par_step")?;
+    let proposal = Proposal::StepSize(config.step_size());
+    run(x, shape, target, proposal, philox(config, step), true)
+}
+
+/// [`par_step`] with the configuration's per-dimension scales, if it has them
+/// (`proposal_scales`: [`StepConfig::proposal_scales`] for this shape).
+fn par_step_scaled(
+    x: &[f32],
+    shape: Shape,
+    target: &Target,
+    config: &StepConfig,
+    proposal_scales: Option<&[f32]>,
+    step: u64,
+) -> Result<StepOutput> {
+    let proposal = match proposal_scales {
+        Some(s) => Proposal::Scales(s),
+        None => Proposal::StepSize(config.step_size()),
+    };
+    run(x, shape, target, proposal, philox(config, step), true)
 }
 
 /// `steps` consecutive steps from step counter `first_step` (all cores): the CPU twin of
@@ -139,7 +165,7 @@ pub fn step_with_noise(
         x,
         shape,
         target,
-        step_size,
+        Proposal::StepSize(step_size),
         Draws::Caller { noise, uniform },
         false,
     )
@@ -159,7 +185,7 @@ pub fn par_step_with_noise(
         x,
         shape,
         target,
-        step_size,
+        Proposal::StepSize(step_size),
         Draws::Caller { noise, uniform },
         true,
     )
@@ -177,13 +203,16 @@ fn run(
     x: &[f32],
     shape: Shape,
     target: &Target,
-    step_size: f32,
+    proposal: Proposal,
     draws: Draws,
     parallel: bool,
 ) -> Result<StepOutput> {
     shape.check_len("x", x)?;
     target.check_shape(shape)?;
-    check_step_size(step_size)?;
+    match proposal {
+        Proposal::StepSize(h) => check_step_size(h)?,
+        Proposal::Scales(s) => crate::problem::check_len("proposal scales", shape.dim(), s.len())?,
+    }
     let dim = shape.dim();
     let mut x_new = host_memory::filled("x_new", shape.len(), 0.0f32)?;
     let mut decisions = host_memory::filled("decisions", shape.batch(), Decision::default())?;
@@ -192,7 +221,7 @@ fn run(
             &x[row * dim..(row + 1) * dim],
             row,
             target,
-            step_size,
+            proposal,
             draws,
             out,
         );
@@ -228,7 +257,7 @@ fn row_step(
     x: &[f32],
     row: usize,
     target: &Target,
-    step_size: f32,
+    proposal: Proposal,
     draws: Draws,
     out: &mut [f32],
 ) -> Decision {
@@ -244,7 +273,7 @@ fn row_step(
     let mut partials = [0.0f32; WARP_SIZE];
     for (q, chunk) in out.chunks_mut(QUAD).enumerate() {
         let xq = quad_of(x, q);
-        let p = mh::propose(xq, eps(q), step_size);
+        let p = mh::propose_scaled(xq, eps(q), proposal.quad(q));
         let lane = q % g;
         partials[lane] = mh::add_quad_terms(
             partials[lane],

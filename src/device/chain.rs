@@ -15,7 +15,7 @@
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
-use super::{Draws, Gpu, grid};
+use super::{Gpu, grid};
 use crate::dispatch::{self, Launch};
 use crate::error::{Error, Result};
 use crate::{DeviceChains, DeviceTarget, DiagnosticsPlan, Progress, Shape, StepConfig};
@@ -28,8 +28,10 @@ pub const MAX_ELEMENT_STEPS_PER_LAUNCH: u64 = 1 << 34;
 /// The most bytes of thinned states held on the GPU between copies to the host.
 pub const TRACE_BUFFER_BYTES: usize = 256 << 20;
 
-/// Per-chain statistics of a run, on the GPU: always the accepted-step count of each chain;
-/// optionally (chosen at creation) the running mean and variance of each chain and coordinate.
+/// Per-chain statistics of a run, on the GPU: always the accepted-step count of each chain and
+/// its count of non-finite steps (whose `log alpha` was a NaN or an infinity: the state or the
+/// proposal held one, or the terms overflowed; such a step never moves the chain); optionally
+/// (chosen at creation) the running mean and variance of each chain and coordinate.
 ///
 /// The moments are kept in f64: each launch accumulates its `K` steps in registers (Welford's
 /// update in f32, over at most `K` values) and merges them into the f64 totals (Chan's formula
@@ -40,20 +42,68 @@ pub const TRACE_BUFFER_BYTES: usize = 256 << 20;
 /// is after at most [`COUNT_FOLD_STEPS`] steps, they are folded into the 64-bit totals on
 /// the host ([`Self::fold_counts`]: one copy, every four billion steps).
 pub struct ChainStats {
-    /// The kernels' 32-bit counts since the last fold.
-    pub(super) accepted: CudaSlice<u32>,
-    /// The totals folded so far, and their sum.
-    folded: Vec<u64>,
-    pub(super) folded_total: u64,
-    /// Steps in `accepted` (at most [`COUNT_FOLD_STEPS`]).
+    pub(super) accepted: Counts,
+    pub(super) nonfinite: Counts,
+    /// Steps in the device's counts since the last fold (at most [`COUNT_FOLD_STEPS`]).
     unfolded_steps: u64,
     pub(super) moments: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
     pub(super) shape: Shape,
     pub(super) steps: u64,
 }
 
+/// One count per chain: the kernels' 32-bit counts since the last fold, and the 64-bit totals
+/// folded before them.
+pub(super) struct Counts {
+    pub(super) device: CudaSlice<u32>,
+    folded: Vec<u64>,
+    /// The sum of `folded`.
+    pub(super) folded_total: u64,
+}
+
+impl Counts {
+    fn new(gpu: &Gpu, what: &'static str, batch: usize) -> Result<Self> {
+        Ok(Self {
+            device: gpu.alloc(what, batch)?,
+            folded: crate::host_memory::filled(what, batch, 0)?,
+            folded_total: 0,
+        })
+    }
+
+    /// The totals (waits for queued work).
+    fn totals(&self) -> Result<Vec<u64>> {
+        let recent = self.device.stream().clone_dtoh(&self.device)?;
+        Ok(self
+            .folded
+            .iter()
+            .zip(recent)
+            .map(|(&total, c)| total + u64::from(c))
+            .collect())
+    }
+
+    fn set(&mut self, what: &'static str, counts: &[u64]) -> Result<()> {
+        crate::problem::check_len(what, self.folded.len(), counts.len())?;
+        self.folded.copy_from_slice(counts);
+        self.folded_total = counts.iter().sum();
+        self.zero_device()
+    }
+
+    fn fold(&mut self) -> Result<()> {
+        let recent = self.device.stream().clone_dtoh(&self.device)?;
+        for (total, c) in self.folded.iter_mut().zip(recent) {
+            *total += u64::from(c);
+            self.folded_total += u64::from(c);
+        }
+        self.zero_device()
+    }
+
+    fn zero_device(&mut self) -> Result<()> {
+        let stream = self.device.stream().clone();
+        Ok(stream.memset_zeros(&mut self.device)?)
+    }
+}
+
 /// The most steps the device's 32-bit counts take before [`ChainStats::fold_counts`]: a chain
-/// accepts at most one step per step, so its count cannot pass `u32::MAX`.
+/// counts at most one step per step, so its counts cannot pass `u32::MAX`.
 pub const COUNT_FOLD_STEPS: u64 = u32::MAX as u64;
 
 impl ChainStats {
@@ -64,39 +114,32 @@ impl ChainStats {
 
     /// Accepted steps of each chain (waits for queued work).
     pub fn accepted_counts(&self) -> Result<Vec<u64>> {
-        let recent = self.accepted.stream().clone_dtoh(&self.accepted)?;
-        Ok(self
-            .folded
-            .iter()
-            .zip(recent)
-            .map(|(&total, c)| total + u64::from(c))
-            .collect())
+        self.accepted.totals()
     }
 
-    /// Starts each chain's count from `counts[batch]`, e.g. the totals of an earlier run that
-    /// this one continues (the device's counts start again from zero).
+    /// Steps of each chain whose `log alpha` was not finite (waits for queued work).
+    pub fn nonfinite_counts(&self) -> Result<Vec<u64>> {
+        self.nonfinite.totals()
+    }
+
+    /// Starts each chain's accepted count from `counts[batch]`, e.g. the totals of an earlier
+    /// run that this one continues (the device's counts start again from zero).
     pub fn set_accepted_counts(&mut self, counts: &[u64]) -> Result<()> {
-        crate::problem::check_len("accepted counts", self.shape.batch(), counts.len())?;
-        self.folded.copy_from_slice(counts);
-        self.folded_total = counts.iter().sum();
-        self.zero_device_counts()
+        self.accepted.set("accepted counts", counts)
+    }
+
+    /// Starts each chain's non-finite count from `counts[batch]`, as
+    /// [`Self::set_accepted_counts`].
+    pub fn set_nonfinite_counts(&mut self, counts: &[u64]) -> Result<()> {
+        self.nonfinite.set("non-finite counts", counts)
     }
 
     /// Adds the device's 32-bit counts into the 64-bit totals and zeroes them (waits for
-    /// queued work). [`Gpu::steps`] and [`Gpu::run`] call it when needed; the result of
-    /// [`Self::accepted_counts`] does not change.
+    /// queued work). [`Gpu::steps`] and [`Gpu::run`] call it when needed; the results of
+    /// [`Self::accepted_counts`] and [`Self::nonfinite_counts`] do not change.
     pub fn fold_counts(&mut self) -> Result<()> {
-        let recent = self.accepted.stream().clone_dtoh(&self.accepted)?;
-        for (total, c) in self.folded.iter_mut().zip(recent) {
-            *total += u64::from(c);
-            self.folded_total += u64::from(c);
-        }
-        self.zero_device_counts()
-    }
-
-    fn zero_device_counts(&mut self) -> Result<()> {
-        let stream = self.accepted.stream().clone();
-        stream.memset_zeros(&mut self.accepted)?;
+        self.accepted.fold()?;
+        self.nonfinite.fold()?;
         self.unfolded_steps = 0;
         Ok(())
     }
@@ -179,14 +222,14 @@ impl RunPlan {
     }
 
     /// The device memory a run of `shape` with this plan allocates, in bytes: the chains
-    /// ([`Gpu::upload_chains`]: two states and the flags), the target, the statistics
-    /// ([`Gpu::new_stats`]) and the trace buffer. Compare it with [`Gpu::free_memory`] before
+    /// ([`Gpu::upload_chains`]: two states and the flags), the target and proposal scales, the
+    /// statistics ([`Gpu::new_stats`]) and the trace buffer. Compare it with [`Gpu::free_memory`] before
     /// allocating anything.
     pub fn device_bytes(&self, shape: Shape, moments: bool) -> u64 {
         let (len, batch, dim) = (shape.len() as u64, shape.batch() as u64, shape.dim() as u64);
         let chains = 2 * 4 * len + batch;
-        let target = 2 * 4 * dim;
-        let stats = 4 * batch + if moments { 2 * 8 * len } else { 0 };
+        let target = 3 * 4 * dim;
+        let stats = 2 * 4 * batch + if moments { 2 * 8 * len } else { 0 };
         let trace = 4 * len * self.trace_slots(shape) as u64;
         chains + target + stats + trace
     }
@@ -214,9 +257,8 @@ impl Gpu {
             None
         };
         Ok(ChainStats {
-            accepted: self.alloc("accepted counts", shape.batch())?,
-            folded: crate::host_memory::filled("accepted totals", shape.batch(), 0)?,
-            folded_total: 0,
+            accepted: Counts::new(self, "accepted counts", shape.batch())?,
+            nonfinite: Counts::new(self, "non-finite counts", shape.batch())?,
             unfolded_steps: 0,
             moments,
             shape,
@@ -372,9 +414,18 @@ impl Gpu {
             stats.fold_counts()?;
         }
         stats.unfolded_steps += u64::from(steps);
-        match dispatch::fused(chains.shape, stats.moments.is_some(), self.device()) {
-            Some(chosen) => self.launch_fused(chosen, chains, target, config, steps, stats, trace),
-            None => self.single_steps(chains, target, config, steps, stats, trace),
+        // The per-dimension scales travel with each launch: `dim` floats.
+        let scales = match config.proposal_scales(chains.shape)? {
+            Some(s) => Some(self.upload("proposal scales", &s)?),
+            None => None,
+        };
+        let scales = scales.as_ref();
+        let (moments, scaled) = (stats.moments.is_some(), scales.is_some());
+        match dispatch::fused(chains.shape, moments, scaled, self.device()) {
+            Some(chosen) => {
+                self.launch_fused(chosen, chains, target, config, scales, steps, stats, trace)
+            }
+            None => self.single_steps(chains, target, config, scales, steps, stats, trace),
         }
     }
 
@@ -385,6 +436,7 @@ impl Gpu {
         chains: &mut DeviceChains,
         target: &DeviceTarget,
         config: &StepConfig,
+        scales: Option<&CudaSlice<f32>>,
         steps: u32,
         stats: &mut ChainStats,
         trace: Option<TraceArgs<'_>>,
@@ -395,9 +447,14 @@ impl Gpu {
         let (seed, first_step) = (config.seed(), chains.step);
         let step_size = config.step_size();
         let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
-        launch.arg(&mut chains.x).arg(&mut stats.accepted);
+        launch.arg(&mut chains.x).arg(&mut stats.accepted.device);
+        launch.arg(&mut stats.nonfinite.device);
         launch.arg(&target.mu).arg(&target.inv_var);
         launch.arg(&batch).arg(&dim).arg(&step_size);
+        match scales {
+            Some(s) => launch.arg(s),
+            None => launch.arg(&null),
+        };
         launch.arg(&seed).arg(&first_step).arg(&steps);
         match &mut stats.moments {
             Some((mean, m2)) => launch.arg(mean).arg(m2),
@@ -420,11 +477,14 @@ impl Gpu {
         launch.arg(&thin).arg(&first);
         // SAFETY: the arguments match `mh_chain_*`'s one signature (`chain_entry_point!` in
         // `kernel/src/gpu/chain.rs`) in order and type:
-        // `(x: *mut f32, accepted_count: *mut u32, mu, inv_var, batch: u64, dim: u64,
-        //   step_size: f32, seed: u64, first_step: u64, steps: u32, mean: *mut f64,
-        //   m2: *mut f64, stats_n: u64, trace: *mut f32, thin: u32, trace_first: u32)`.
+        // `(x: *mut f32, accepted_count: *mut u32, nonfinite_count: *mut u32, mu, inv_var,
+        //   batch: u64, dim: u64, step_size: f32, scale: *const f32, seed: u64,
+        //   first_step: u64, steps: u32, mean: *mut f64, m2: *mut f64, stats_n: u64,
+        //   trace: *mut f32, thin: u32, trace_first: u32)`.
         // x holds batch*dim floats and is updated in place (each row by the lanes that own
-        // it); accepted_count holds batch u32; mu and inv_var dim floats (checked); mean and
+        // it); accepted_count and nonfinite_count hold batch u32 each; mu and inv_var dim
+        // floats (checked); scale dim floats (checked by `proposal_scales`) exactly when the
+        // `_scaled` kernel is chosen, null otherwise and then never read; mean and
         // m2 batch*dim f64 when the `_stats` kernel is chosen (it is chosen exactly when they
         // exist), null otherwise and then never read; the trace view starts at the first free
         // slot and `run` sized the launch so that its saves fit the free slots (thin = 0:
@@ -438,11 +498,13 @@ impl Gpu {
 
     /// Rows too long for the fused kernel: single steps, each followed by the statistics
     /// update and, when due, a copy of the state into the trace.
+    #[allow(clippy::too_many_arguments)]
     fn single_steps(
         &self,
         chains: &mut DeviceChains,
         target: &DeviceTarget,
         config: &StepConfig,
+        scales: Option<&CudaSlice<f32>>,
         steps: u32,
         stats: &mut ChainStats,
         mut trace: Option<TraceArgs<'_>>,
@@ -450,21 +512,41 @@ impl Gpu {
         let shape = chains.shape;
         let len = shape.len();
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
+        let step = dispatch::run_step(shape, scales.is_some(), self.device());
         let update = dispatch::stats_update(shape, self.device());
         let null = 0u64;
+        let (step_size, seed) = (config.step_size(), config.seed());
         for j in 0..steps {
-            let draws = Draws::Philox {
-                seed: config.seed(),
-                step: chains.step,
+            let mut launch = self.stream.launch_builder(self.function(step.entry)?);
+            launch
+                .arg(&chains.x)
+                .arg(&mut chains.x_next)
+                .arg(&mut chains.accepted)
+                .arg(&mut stats.nonfinite.device);
+            launch.arg(&target.mu).arg(&target.inv_var);
+            launch.arg(&batch).arg(&dim).arg(&step_size);
+            match scales {
+                Some(s) => launch.arg(s),
+                None => launch.arg(&null),
             };
-            self.launch_step(chains, target, config.step_size(), draws)?;
+            launch.arg(&seed).arg(&chains.step).arg(&step.tile_rows);
+            // SAFETY: `mh_run_step*(x, x_new, accepted: *mut u8, nonfinite_count: *mut u32,
+            // mu, inv_var, batch: u64, dim: u64, step_size: f32, scale: *const f32, seed: u64,
+            // step: u64, tile_rows: u32)` (`run_step_entry_point!` in
+            // `kernel/src/gpu/entries.rs`): x and x_next hold batch*dim floats and are distinct
+            // allocations, accepted batch bytes, nonfinite_count batch u32, mu and inv_var dim
+            // floats (checked by `launch_chain`), scale dim floats exactly for the `_scaled`
+            // kernels (null and never read otherwise); `dispatch::run_step` gives a power-of-two
+            // tile between 32 / G and 32 rows and blocks of 128 threads.
+            unsafe { launch.launch(grid(step)) }?;
+            chains.swap();
             chains.step += 1;
             let moments = u32::from(stats.moments.is_some());
             let mut launch = self.stream.launch_builder(self.function(update.entry)?);
             launch
                 .arg(&chains.x)
                 .arg(&chains.accepted)
-                .arg(&mut stats.accepted);
+                .arg(&mut stats.accepted.device);
             match &mut stats.moments {
                 Some((mean, m2)) => launch.arg(mean).arg(m2),
                 None => launch.arg(&null).arg(&null),

@@ -42,7 +42,7 @@ impl Gpu {
         launch
             .arg(mean)
             .arg(m2)
-            .arg(&stats.accepted)
+            .arg(&stats.accepted.device)
             .arg(&target.mu);
         launch
             .arg(&batch)
@@ -60,7 +60,7 @@ impl Gpu {
         unsafe { launch.launch(grid(chosen)) }?;
         let sums = self.stream.clone_dtoh(&sums)?;
         // The kernels' counts since the last fold, plus the folded totals.
-        let accepted = sums[3 * shape.dim()] + stats.folded_total as f64;
+        let accepted = sums[3 * shape.dim()] + stats.accepted.folded_total as f64;
         Ok(Diagnostics {
             acceptance_rate: Some(accepted / (draws as f64 * shape.batch() as f64)),
             ..diagnostics::from_superchain_sums(

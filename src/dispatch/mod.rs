@@ -178,7 +178,9 @@ fn staged_tiles(shape: Shape, device: Device) -> (u32, u32) {
 /// Batches too small to give `SPLIT_BELOW_WARPS_PER_SM` (16) warps per SM with one lane group
 /// per row take the `split` kernels (rows of at most [`MAX_SPLIT_DIM`] elements, without moments):
 /// each row over twice the lanes, bit-identical to the others.
-pub fn fused(shape: Shape, moments: bool, device: Device) -> Option<Launch> {
+///
+/// With `scaled` (per-dimension proposal scales), the `_scaled` twin of the same kernel.
+pub fn fused(shape: Shape, moments: bool, scaled: bool, device: Device) -> Option<Launch> {
     let (batch, dim) = (shape.batch(), shape.dim());
     let g = mh::group_width(dim);
     let v4 = dim.is_multiple_of(mh::QUAD);
@@ -208,11 +210,48 @@ pub fn fused(shape: Shape, moments: bool, device: Device) -> Option<Launch> {
     };
     let warps = batch.div_ceil(WARP_SIZE / lanes) as u64;
     Some(Launch {
-        entry,
+        entry: if scaled { with_scales(entry) } else { entry },
         blocks: blocks_for(warps, RNG_THREADS_PER_BLOCK, device),
         threads: RNG_THREADS_PER_BLOCK,
         tile_rows: 0,
     })
+}
+
+/// The `_scaled` twin of a fused kernel: the same kernel with per-dimension proposal scales.
+fn with_scales(entry: &'static str) -> &'static str {
+    match entry {
+        "mh_chain_q2_v4" => "mh_chain_q2_v4_scaled",
+        "mh_chain_q2" => "mh_chain_q2_scaled",
+        "mh_chain_q8_v4" => "mh_chain_q8_v4_scaled",
+        "mh_chain_q8" => "mh_chain_q8_scaled",
+        "mh_chain_q2_v4_stats" => "mh_chain_q2_v4_stats_scaled",
+        "mh_chain_q2_stats" => "mh_chain_q2_stats_scaled",
+        "mh_chain_q8_v4_stats" => "mh_chain_q8_v4_stats_scaled",
+        "mh_chain_q8_stats" => "mh_chain_q8_stats_scaled",
+        "mh_chain_split_v4" => "mh_chain_split_v4_scaled",
+        "mh_chain_split" => "mh_chain_split_scaled",
+        other => unreachable!("{other} is not a fused kernel"),
+    }
+}
+
+/// The single step of a run whose rows are too long for [`fused`] (`mh_run_step*`): the
+/// streamed in-kernel-RNG step with the non-finite counts, `_scaled` with per-dimension
+/// proposal scales; tiles as [`step`]'s.
+pub fn run_step(shape: Shape, scaled: bool, device: Device) -> Launch {
+    let v4 = shape.dim().is_multiple_of(mh::QUAD);
+    let entry = match (v4, scaled) {
+        (true, false) => "mh_run_step_v4",
+        (false, false) => "mh_run_step",
+        (true, true) => "mh_run_step_v4_scaled",
+        (false, true) => "mh_run_step_scaled",
+    };
+    let (blocks, tile_rows) = tiles(shape, RNG_THREADS_PER_BLOCK, device);
+    Launch {
+        entry,
+        blocks,
+        threads: RNG_THREADS_PER_BLOCK,
+        tile_rows,
+    }
 }
 
 /// The statistics kernel that follows each single step of rows too long for [`fused`]: one
@@ -356,7 +395,7 @@ mod tests {
 
     #[test]
     fn fused_kernels_hold_rows_up_to_1024() {
-        let big = |dim, moments| fused(shape(1 << 20, dim), moments, H200).map(|l| l.entry);
+        let big = |dim, moments| fused(shape(1 << 20, dim), moments, false, H200).map(|l| l.entry);
         assert_eq!(big(64, false), Some("mh_chain_q2_v4"));
         assert_eq!(big(33, false), Some("mh_chain_q2"));
         assert_eq!(big(256, true), Some("mh_chain_q2_v4_stats"));
@@ -364,7 +403,7 @@ mod tests {
         assert_eq!(big(1024, true), Some("mh_chain_q8_v4_stats"));
         assert_eq!(big(1025, false), None);
         // Small batches split rows of up to 128 elements over twice the lanes, without moments.
-        let small = |dim, moments| fused(shape(4096, dim), moments, H200).map(|l| l.entry);
+        let small = |dim, moments| fused(shape(4096, dim), moments, false, H200).map(|l| l.entry);
         assert_eq!(small(64, false), Some("mh_chain_split_v4"));
         assert_eq!(small(1, false), Some("mh_chain_split"));
         assert_eq!(small(128, false), Some("mh_chain_split_v4"));
@@ -372,8 +411,19 @@ mod tests {
         assert_eq!(small(64, true), Some("mh_chain_q2_v4_stats"));
         assert!(2 * mh::group_width(MAX_SPLIT_DIM) <= WARP_SIZE);
         // 4096 rows of 64 split: 16 lanes per row, 2048 warps, 512 blocks of 4 warps.
-        let split = fused(shape(4096, 64), false, H200).expect("fits");
+        let split = fused(shape(4096, 64), false, false, H200).expect("fits");
         assert_eq!((split.blocks, split.threads), (512, 128));
+        // Scales take the same kernel's `_scaled` twin, in the same grid.
+        let scaled = fused(shape(4096, 64), false, true, H200).expect("fits");
+        assert_eq!(scaled.entry, "mh_chain_split_v4_scaled");
+        assert_eq!((scaled.blocks, scaled.threads), (512, 128));
+        let scaled = |dim| fused(shape(1 << 20, dim), true, true, H200).map(|l| l.entry);
+        assert_eq!(scaled(33), Some("mh_chain_q2_stats_scaled"));
+        assert_eq!(scaled(1024), Some("mh_chain_q8_v4_stats_scaled"));
+        // Longer rows: the run's streamed single step.
+        let long = |dim, scaled| run_step(shape(4096, dim), scaled, H200).entry;
+        assert_eq!(long(1028, false), "mh_run_step_v4");
+        assert_eq!(long(1025, true), "mh_run_step_scaled");
     }
 
     /// Every name the dispatch can return, for a device with or without the staged steps.
@@ -387,8 +437,13 @@ mod tests {
                 for r in [Randomness::InKernel, Randomness::Caller] {
                     names.insert(step(s, r, device).entry);
                 }
-                for moments in [false, true] {
-                    names.extend(fused(s, moments, device).map(|l| l.entry));
+                for (moments, scaled) in
+                    [(false, false), (true, false), (false, true), (true, true)]
+                {
+                    names.extend(fused(s, moments, scaled, device).map(|l| l.entry));
+                    if dim > 1024 {
+                        names.insert(run_step(s, scaled, device).entry);
+                    }
                 }
                 names.insert(stats_update(s, device).entry);
                 names.insert(diagnostics_sums(s, 1, device).entry);

@@ -207,7 +207,8 @@ struct Report {
     rows: Vec<Row>,
     launch_bound: Option<LaunchBound>,
     fused: Vec<FusedRow>,
-    diagnostics_cost: Option<DiagnosticsCost>,
+    diagnostics_cost: Option<AddedCost>,
+    scales_cost: Option<AddedCost>,
 }
 
 /// Bytes a step must move at the least: x read, x_new written, a flag written per row, plus
@@ -284,6 +285,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         launch_bound: None,
         fused: Vec::new(),
         diagnostics_cost: None,
+        scales_cost: None,
     };
     if let Some(gpu) = &gpu {
         console::print(&format!(
@@ -337,6 +339,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
         if !args.quick {
             progress.set_message("diagnostics per launch");
             report.diagnostics_cost = Some(diagnostics_cost(gpu, &args)?);
+            progress.set_message("per-dimension proposal scales");
+            report.scales_cost = Some(scales_cost(gpu, &args)?);
         }
     }
     progress.finish_and_clear();
@@ -505,15 +509,15 @@ fn launch_bound(gpu: &Gpu, args: &BenchArgs) -> Result<LaunchBound> {
     })
 }
 
-/// The convergence diagnostics after every launch: the shape, K, and the launch's time with the
-/// running moments, without and with the diagnostics (their reduction and copy).
+/// What something added to a fused launch costs: the shape, K, and the launch's time without
+/// and with it.
 #[derive(Debug, Serialize)]
-struct DiagnosticsCost {
+struct AddedCost {
     batch: usize,
     dim: usize,
     steps_per_launch: u32,
     launch: Times,
-    launch_and_diagnostics: Times,
+    launch_with: Times,
     fraction: f64,
     target_fraction: f64,
 }
@@ -523,7 +527,7 @@ const DIAGNOSTICS_CASE: (usize, usize, u32, f64) = (1048576, 64, 100, 0.05);
 
 /// Times fused launches with moments at [`DIAGNOSTICS_CASE`], alone and each followed by the
 /// diagnostics as [`Gpu::run`] computes them.
-fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<DiagnosticsCost> {
+fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<AddedCost> {
     let (batch, dim, k, target_fraction) = DIAGNOSTICS_CASE;
     let inputs = inputs::generate(batch, dim, args.seed, false)?;
     let target_dev = gpu.upload_target(&inputs.target)?;
@@ -538,13 +542,46 @@ fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<DiagnosticsCost> {
         gpu.diagnostics(&stats, &target_dev, 1)?;
         Ok(())
     })?;
-    Ok(DiagnosticsCost {
+    Ok(AddedCost {
         batch,
         dim,
         steps_per_launch: k,
         launch,
-        launch_and_diagnostics: both,
+        launch_with: both,
         fraction: both.median_us / launch.median_us - 1.0,
+        target_fraction,
+    })
+}
+
+/// The shape the per-dimension scales' cost is measured at, and its target: after a
+/// preconditioned warm-up the run launches the `_scaled` kernels, which should cost no more
+/// than the noise between repetitions (1 %).
+const SCALES_CASE: (usize, usize, u32, f64) = (1048576, 64, 100, 0.01);
+
+/// Times fused launches at [`SCALES_CASE`] with the step size alone and with scales (all 1:
+/// the same results, the `_scaled` kernel), alternating in one loop so that both see the same
+/// clocks.
+fn scales_cost(gpu: &Gpu, args: &BenchArgs) -> Result<AddedCost> {
+    let (batch, dim, k, target_fraction) = SCALES_CASE;
+    let inputs = inputs::generate(batch, dim, args.seed, false)?;
+    let target_dev = gpu.upload_target(&inputs.target)?;
+    let mut chains = gpu.upload_chains(&inputs.x, inputs.shape)?;
+    let mut stats = gpu.new_stats(inputs.shape, false)?;
+    let scaled = inputs.config.clone().with_scales(&vec![1.0; dim])?;
+    let reps = (args.reps / 10).clamp(3, 20);
+    let launch = time_each(gpu, 2, reps, || {
+        Ok(gpu.steps(&mut chains, &target_dev, &inputs.config, k, &mut stats)?)
+    })?;
+    let with = time_each(gpu, 2, reps, || {
+        Ok(gpu.steps(&mut chains, &target_dev, &scaled, k, &mut stats)?)
+    })?;
+    Ok(AddedCost {
+        batch,
+        dim,
+        steps_per_launch: k,
+        launch,
+        launch_with: with,
+        fraction: with.median_us / launch.median_us - 1.0,
         target_fraction,
     })
 }

@@ -121,7 +121,26 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
             d.dim,
             d.steps_per_launch,
             d.launch.median_us,
-            d.launch_and_diagnostics.median_us,
+            d.launch_with.median_us,
+            100.0 * d.fraction,
+            100.0 * d.target_fraction,
+            if d.fraction <= d.target_fraction {
+                "met"
+            } else {
+                "MISSED"
+            }
+        )?;
+    }
+    if let Some(d) = &report.scales_cost {
+        writeln!(
+            out,
+            "per-dimension proposal scales, {}x{}, K = {}: {:.1} us/launch with the step size, \
+             {:.1} with scales ({:+.1} %, target <= {:.0} %: {})",
+            d.batch,
+            d.dim,
+            d.steps_per_launch,
+            d.launch.median_us,
+            d.launch_with.median_us,
             100.0 * d.fraction,
             100.0 * d.target_fraction,
             if d.fraction <= d.target_fraction {

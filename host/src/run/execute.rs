@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use fused_mh::adapt::StepSizeAdaptation;
+use fused_mh::adapt::{ScaleAdaptation, StepSizeAdaptation};
 use fused_mh::{DiagnosticsPlan, Error, Gpu, Progress, RunPlan, Shape, StepConfig, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -18,6 +18,8 @@ pub struct Ran {
     pub x: Vec<f32>,
     pub stats: Stats,
     pub steps: u64,
+    /// The burn-in's steps with a non-finite `log alpha`, over all chains.
+    pub burn_in_nonfinite: u64,
     pub history: Vec<Checkpoint>,
 }
 
@@ -124,6 +126,7 @@ pub fn chains(
             let target = gpu.upload_target(&inputs.target)?;
             let mut chains = gpu.upload_chains(&inputs.x, shape)?;
             chains.set_step_counter(first_step);
+            let mut burn_in_nonfinite = 0;
             if burn_in > 0 {
                 let mut discarded = gpu.new_stats(shape, false)?;
                 let burn = RunPlan::new(burn_in, plan.steps_per_launch);
@@ -136,6 +139,7 @@ pub fn chains(
                     &mut |p| report(0, p),
                     &mut |_| Ok(()),
                 )?;
+                burn_in_nonfinite = discarded.nonfinite_counts()?.iter().sum();
             }
             let mut stats = gpu.new_stats(shape, true)?;
             let ran = gpu.run(
@@ -153,14 +157,17 @@ pub fn chains(
                 chains.x()?,
                 Stats {
                     accepted: stats.accepted_counts()?,
+                    nonfinite: stats.nonfinite_counts()?,
                     mean: stats.means()?.ok_or_else(missing)?,
                     var: stats.variances()?.ok_or_else(missing)?,
                 },
                 ran,
+                burn_in_nonfinite,
             ))
         })(),
         None => (|| {
             let burnt;
+            let mut burn_in_nonfinite = 0;
             let start = if burn_in > 0 {
                 burnt = cpu::run_chains(
                     &inputs.x,
@@ -174,6 +181,7 @@ pub fn chains(
                     &mut |_, _| Ok(()),
                     &mut |p| report(0, p),
                 )?;
+                burn_in_nonfinite = burnt.nonfinite.iter().sum();
                 &burnt.x
             } else {
                 &inputs.x
@@ -193,21 +201,24 @@ pub fn chains(
                 &mut |_, state| save(state),
                 &mut |p| report(burn_in, p),
             )
+            .map(|out| (out, burn_in_nonfinite))
         })()
-        .map(|out| {
+        .map(|(out, burn_in_nonfinite)| {
             (
                 out.x,
                 Stats {
                     accepted: out.accepted,
+                    nonfinite: out.nonfinite,
                     mean: out.mean,
                     var: out.var,
                 },
                 out.steps,
+                burn_in_nonfinite,
             )
         }),
     };
     progress.finish_and_clear();
-    let (x, stats, steps) = match (result, write_error) {
+    let (x, stats, steps, burn_in_nonfinite) = match (result, write_error) {
         (_, Some(e)) => return Err(e),
         (r, None) => r?,
     };
@@ -218,6 +229,7 @@ pub fn chains(
         x,
         stats,
         steps,
+        burn_in_nonfinite,
         history: history.into_inner(),
     })
 }
@@ -225,36 +237,51 @@ pub fn chains(
 /// Steps per warm-up launch: the step size adapts after each (`fused_mh::adapt`).
 pub const WARMUP_LAUNCH_STEPS: u64 = 10;
 
-/// What the warm-up leaves: the states after it, the adapted step size, and the acceptance
-/// rate of its last launch.
+/// What the warm-up leaves: the states after it, the adapted step size and per-dimension
+/// scales (with `--precondition`), the acceptance rate of its last launch, and its steps with a
+/// non-finite `log alpha`.
 pub struct Warmed {
     pub x: Vec<f32>,
     pub step_size: f32,
+    pub scales: Option<Vec<f32>>,
     pub last_acceptance: f64,
+    pub nonfinite: u64,
 }
 
 /// `steps` warm-up steps from step counter `first_step`, in launches of
 /// [`WARMUP_LAUNCH_STEPS`], the step size adapting toward the acceptance rate `target` after
-/// each launch from `step_size` (`fused_mh::adapt`); nothing of it is kept but the states and
-/// the step size.
+/// each launch from `step_size` (`fused_mh::adapt`). With `precondition`, each launch of the
+/// first half also sets the per-dimension scales from the pooled variance of its draws
+/// ([`ScaleAdaptation`]); the second half adapts the step size alone, to the final scales.
+/// Nothing of it is kept but the states, the step size and the scales.
 pub fn warm_up(
     gpu: Option<&Gpu>,
     inputs: &Inputs,
     shape: Shape,
     (seed, first_step): (u64, u64),
-    (steps, target): (u64, f64),
+    (steps, target, precondition): (u64, f64, bool),
     step_size: f32,
 ) -> Result<Warmed> {
     let mut adapt = StepSizeAdaptation::new(step_size, target);
+    let mut scaling = precondition.then(|| ScaleAdaptation::new(shape.dim()));
     let progress = ProgressBar::new(steps);
     progress.set_style(
         ProgressStyle::with_template("warm-up {bar:30} {pos}/{len} steps  {msg}")
             .expect("valid template"),
     );
     let rows = shape.batch() as f64;
-    let mut done = 0;
+    let (mut done, mut nonfinite) = (0, 0);
     let mut last_acceptance = f64::NAN;
     let launch_steps = |done: u64| WARMUP_LAUNCH_STEPS.min(steps - done);
+    // The scales adapt in the first half, from launches of at least 2 steps (a variance).
+    let scales_adapt = |done: u64, k: u64| done < steps / 2 && k >= 2;
+    let config = |adapt: &StepSizeAdaptation, scaling: &Option<ScaleAdaptation>| {
+        let config = StepConfig::new(adapt.step_size(), seed)?;
+        match scaling {
+            Some(s) => config.with_scales(s.scales()),
+            None => Ok(config),
+        }
+    };
     let x = match gpu {
         Some(gpu) => {
             let target_dev = gpu.upload_target(&inputs.target)?;
@@ -262,10 +289,15 @@ pub fn warm_up(
             chains.set_step_counter(first_step);
             while done < steps {
                 let k = launch_steps(done);
-                let config = StepConfig::new(adapt.step_size(), seed)?;
-                let mut stats = gpu.new_stats(shape, false)?;
-                gpu.steps(&mut chains, &target_dev, &config, k as u32, &mut stats)?;
+                let with_scales = scaling.is_some() && scales_adapt(done, k);
+                let mut stats = gpu.new_stats(shape, with_scales)?;
+                let c = config(&adapt, &scaling)?;
+                gpu.steps(&mut chains, &target_dev, &c, k as u32, &mut stats)?;
                 last_acceptance = stats.acceptance_rate()?;
+                nonfinite += stats.nonfinite_counts()?.iter().sum::<u64>();
+                if let Some(s) = scaling.as_mut().filter(|_| with_scales) {
+                    s.update(&gpu.diagnostics(&stats, &target_dev, 1)?.variance);
+                }
                 adapt.update(last_acceptance);
                 done += k;
                 progress.set_position(done);
@@ -280,12 +312,29 @@ pub fn warm_up(
             let mut x = inputs.x.clone();
             while done < steps {
                 let k = launch_steps(done);
-                let config = StepConfig::new(adapt.step_size(), seed)?;
-                let (next, accepted) =
-                    cpu::steps(&x, shape, &inputs.target, &config, first_step + done, k)?;
-                last_acceptance = accepted.iter().sum::<u64>() as f64 / (k as f64 * rows);
+                let c = config(&adapt, &scaling)?;
+                let out = cpu::run_chains(
+                    &x,
+                    shape,
+                    &inputs.target,
+                    &c,
+                    first_step + done,
+                    k,
+                    0,
+                    None,
+                    &mut |_, _| Ok(()),
+                    &mut |_| {},
+                )?;
+                last_acceptance = out.accepted.iter().sum::<u64>() as f64 / (k as f64 * rows);
+                nonfinite += out.nonfinite.iter().sum::<u64>();
+                if let Some(s) = scaling.as_mut().filter(|_| scales_adapt(done, k)) {
+                    let d = fused_mh::diagnostics::from_chain_moments(
+                        shape, 1, k, &out.mean, &out.var,
+                    )?;
+                    s.update(&d.variance);
+                }
                 adapt.update(last_acceptance);
-                x = next;
+                x = out.x;
                 done += k;
                 progress.set_position(done);
             }
@@ -296,6 +345,8 @@ pub fn warm_up(
     Ok(Warmed {
         x,
         step_size: adapt.step_size(),
+        scales: scaling.map(|s| s.scales().to_vec()),
         last_acceptance,
+        nonfinite,
     })
 }

@@ -14,6 +14,9 @@
 //! - `x.npy` `[B, dim]` f32: the final states;
 //! - `accepted_count.npy` `[B]` u64, `mean.npy` and `var.npy` `[B, dim]` f64: per-chain
 //!   statistics over the run (var as NumPy's `var`: divided by the number of steps);
+//! - `nonfinite_count.npy` `[B]` u64: per chain, the steps whose `log alpha` was not finite (a
+//!   NaN or an infinity in the state or the proposal; never accepted), with their total and
+//!   the number of chains hit in the summary and, when not zero, a warning in the report;
 //! - `mu.npy`, `sigma.npy` `[dim]` f32: the target, so that `--resume DIR` needs nothing else;
 //! - `trace.npy` `[steps / thin, B, dim]` f32 with `--thin`: the state after every thin-th step;
 //! - with `--noise` and `--uniform` instead: `x_new.npy` and `accepted.npy` (bool) of exactly
@@ -90,6 +93,11 @@ pub struct RunArgs {
     /// many dimensions).
     #[arg(long, default_value_t = 0.234)]
     target_accept: f64,
+    /// During the first half of the --warmup, also adapt a proposal scale per dimension to the
+    /// chains' pooled standard deviation (diagonal preconditioning, `fused_mh::adapt`); frozen
+    /// with the step size after the warm-up and kept by --resume.
+    #[arg(long, requires = "warmup")]
+    precondition: bool,
     /// Steps run first that count for nothing: no statistics, no trace, no diagnostics (the
     /// chains' way in from their starting points).
     #[arg(long, default_value_t = 0, conflicts_with = "noise")]
@@ -196,6 +204,10 @@ pub fn run(args: RunArgs) -> Result<()> {
     let shape = plan.shape;
     let m = args.superchain_size;
     ensure!(m >= 1, "--superchain-size must be at least 1");
+    ensure!(
+        !args.precondition || shape.batch() >= 2,
+        "--precondition: the pooled variance needs at least 2 chains"
+    );
     let diagnosable = shape.batch().is_multiple_of(m) && shape.batch() / m >= 2 && steps >= 2;
     if m > 1 && !diagnosable {
         bail!(
@@ -273,26 +285,38 @@ pub fn run(args: RunArgs) -> Result<()> {
             2.38 / (shape.dim() as f32).sqrt() / max_inv_var.sqrt()
         }
     };
+    let mut scales = resume.as_ref().and_then(|r| r.summary.scales.clone());
     let mut config = StepConfig::new(step_size, seed).context("--step-size")?;
+    if let Some(s) = &scales {
+        config = config
+            .with_scales(s)
+            .context("the scales of the run to --resume")?;
+    }
     let device = gpu
         .as_ref()
         .map_or_else(|| "CPU reference".to_string(), |g| g.name().to_string());
     let started = Instant::now();
     let initial_step_size = step_size;
     let mut warmup_acceptance = None;
+    let mut warmup_nonfinite = 0;
     if args.warmup > 0 && !caller_noise {
         let warmed = execute::warm_up(
             gpu.as_ref(),
             &inputs,
             shape,
             (seed, first_step),
-            (args.warmup, args.target_accept),
+            (args.warmup, args.target_accept, args.precondition),
             step_size,
         )?;
         step_size = warmed.step_size;
         config = StepConfig::new(step_size, seed).context("the adapted step size")?;
+        if let Some(s) = &warmed.scales {
+            config = config.with_scales(s).context("the adapted scales")?;
+        }
+        scales = warmed.scales;
         inputs.x = warmed.x;
         warmup_acceptance = Some(warmed.last_acceptance);
+        warmup_nonfinite = warmed.nonfinite;
     }
 
     let mut summary = Summary {
@@ -317,6 +341,8 @@ pub fn run(args: RunArgs) -> Result<()> {
         sigma: plan.sigma_text.clone(),
         resumed_from: resume.as_ref().map(|r| r.dir.display().to_string()),
         accepted_total: 0,
+        nonfinite: None,
+        scales: scales.clone(),
         acceptance_rate: 0.0,
         seconds: 0.0,
         converted_from_f64: inputs.converted.clone(),
@@ -346,6 +372,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             x,
             stats,
             steps: ran,
+            burn_in_nonfinite,
             history,
         } = execute::chains(
             gpu.as_ref(),
@@ -359,12 +386,14 @@ pub fn run(args: RunArgs) -> Result<()> {
         )?;
         npy::write(&out.path("x.npy"), &[b, d], &x)?;
         npy::write(&out.path("accepted_count.npy"), &[b], &stats.accepted)?;
+        npy::write(&out.path("nonfinite_count.npy"), &[b], &stats.nonfinite)?;
         npy::write(&out.path("mean.npy"), &[b, d], &stats.mean)?;
         npy::write(&out.path("var.npy"), &[b, d], &stats.var)?;
         npy::write(&out.path("mu.npy"), &[d], inputs.target.mu())?;
         npy::write(&out.path("sigma.npy"), &[d], inputs.target.sigma())?;
-        summary.files = ["x.npy", "accepted_count.npy", "mean.npy", "var.npy"]
+        summary.files = ["x.npy", "accepted_count.npy", "nonfinite_count.npy"]
             .into_iter()
+            .chain(["mean.npy", "var.npy"])
             .chain(["mu.npy", "sigma.npy"])
             .chain(args.thin.map(|_| "trace.npy"))
             .map(String::from)
@@ -402,6 +431,11 @@ pub fn run(args: RunArgs) -> Result<()> {
             summary.files.push("rhat.svg".into());
         }
         summary.accepted_total = stats.accepted.iter().sum();
+        summary.nonfinite = Some(summary::Nonfinite {
+            total: stats.nonfinite.iter().sum(),
+            chains: stats.nonfinite.iter().filter(|&&n| n > 0).count() as u64,
+            before_statistics: warmup_nonfinite + burn_in_nonfinite,
+        });
         summary.acceptance_rate = summary.accepted_total as f64 / (ran as f64 * b as f64);
         summary::describe(&summary, &inputs.target, &stats)
     };
@@ -430,11 +464,11 @@ fn host_budget(shape: Shape, caller_noise: bool, cpu: bool, plan: &RunPlan) -> B
         // The reference's working state and each step's output, its moments, its counts and
         // decisions.
         b.add("states", 8 * len).add("running moments", 16 * len);
-        b.add("per-chain counts", 32 * batch);
+        b.add("per-chain counts", 48 * batch);
     } else {
         b.add("final states", 4 * len)
             .add("means and variances", 16 * len);
-        b.add("accepted counts", 8 * batch);
+        b.add("accepted and non-finite counts", 16 * batch);
         b.add("trace copy", 4 * len * plan.trace_slots(shape) as u128);
     }
     b
@@ -465,6 +499,7 @@ fn disk_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
         b.add("x_new.npy", 4 * len).add("accepted.npy", batch);
     } else {
         b.add("x.npy", 4 * len).add("accepted_count.npy", 8 * batch);
+        b.add("nonfinite_count.npy", 8 * batch);
         b.add("mean.npy and var.npy", 16 * len)
             .add("mu.npy and sigma.npy", 8 * dim);
         b.add("trace.npy", 4 * len * u128::from(plan.saves()));

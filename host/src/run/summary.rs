@@ -56,6 +56,15 @@ pub struct Summary {
     pub resumed_from: Option<String>,
     /// Accepted steps over all chains (64-bit: it passes 2^32 in ordinary runs).
     pub accepted_total: u64,
+    /// Steps whose `log alpha` was not finite (a NaN or an infinity in the state or the
+    /// proposal, or terms past float32's range), and what they touched (absent for caller
+    /// noise, whose `accepted.npy` says all there is).
+    #[serde(default)]
+    pub nonfinite: Option<Nonfinite>,
+    /// The per-dimension proposal scales relative to `step_size` that `--precondition` adapted
+    /// (and a `--resume` of this run keeps); absent: the step size alone.
+    #[serde(default)]
+    pub scales: Option<Vec<f32>>,
     pub acceptance_rate: f64,
     pub seconds: f64,
     pub converted_from_f64: Vec<String>,
@@ -74,6 +83,15 @@ pub struct Warmup {
     pub target_accept: f64,
     pub initial_step_size: f32,
     pub last_acceptance: f64,
+}
+
+/// The steps with a non-finite `log alpha`: after the burn-in (per chain in
+/// `nonfinite_count.npy`), the chains they hit, and those of the warm-up and burn-in together.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub struct Nonfinite {
+    pub total: u64,
+    pub chains: u64,
+    pub before_statistics: u64,
 }
 
 /// The diagnostics after one launch (after `step` steps past the burn-in).
@@ -170,6 +188,8 @@ impl Resume {
 /// The per-chain statistics a run writes, however it ran.
 pub struct Stats {
     pub accepted: Vec<u64>,
+    /// Steps of each chain whose `log alpha` was not finite.
+    pub nonfinite: Vec<u64>,
     pub mean: Vec<f64>,
     pub var: Vec<f64>,
 }
@@ -189,6 +209,16 @@ pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
             w.steps, w.initial_step_size, summary.step_size, w.last_acceptance, w.target_accept
         );
     }
+    if let Some(s) = &summary.scales {
+        let (lo, hi) = s.iter().fold((f32::INFINITY, 0.0f32), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+        let _ = writeln!(
+            text,
+            "per-dimension proposal scales from {lo:.4} to {hi:.4} times the step size \
+             (summary.json: scales)"
+        );
+    }
     if summary.burn_in > 0 {
         let _ = writeln!(
             text,
@@ -198,6 +228,17 @@ pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
     }
     if summary.stopped_early {
         let _ = writeln!(text, "stopped early: every nested R-hat below --until-rhat");
+    }
+    if let Some(n) = &summary.nonfinite
+        && (n.total > 0 || n.before_statistics > 0)
+    {
+        let _ = writeln!(
+            text,
+            "WARNING: {} steps of {} chains had a non-finite log alpha (NaN or infinity in a \
+             state or proposal; such steps are never accepted), and {} before the statistics: \
+             see nonfinite_count.npy",
+            n.total, n.chains, n.before_statistics
+        );
     }
     if let Some(d) = &summary.diagnostics {
         let _ = writeln!(

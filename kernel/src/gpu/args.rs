@@ -17,6 +17,12 @@ pub(crate) struct StepArgs {
     pub(crate) batch: usize,
     pub(crate) dim: usize,
     pub(crate) step_size: f32,
+    /// `[dim]` f32: the per-dimension proposal scales of the `_scaled` kernels (diagonal
+    /// preconditioning, `p = x + scale * eps`); null for the others, which use `step_size`.
+    pub(crate) scale: *const f32,
+    /// `[batch]` u32: each row adds the steps whose `log alpha` was not finite (the run's
+    /// single steps); null: not counted.
+    pub(crate) nonfinite: *mut u32,
     pub(crate) tile_rows: usize,
 }
 
@@ -71,6 +77,81 @@ impl StepArgs {
         // SAFETY: every thread of the block reaches this barrier (the caller's contract).
         unsafe { nvptx::_syncthreads() };
         base
+    }
+
+    /// Copies the per-dimension proposal scales (zero-padded to whole quads) into the block's
+    /// shared memory and returns the copy's address, as [`Self::stage_target`] does for the
+    /// target, for the `_scaled` fused kernels. Every thread of the block must call this, once.
+    ///
+    /// # Safety
+    /// As [`Self::stage_target`], and `scale` holds `dim` floats.
+    #[inline(always)]
+    pub(crate) unsafe fn stage_scales<const Q: usize, const V4: bool>(&self) -> u32 {
+        let base: u32;
+        // SAFETY: declares a block-shared array and takes its address; no memory is touched.
+        unsafe {
+            asm!("{{ .shared .align 16 .b8 fused_mh_scales[{bytes}]; mov.u32 {base}, fused_mh_scales; }}",
+                 bytes = const Q * WARP_SIZE * 16,
+                 base = out(reg32) base, options(nostack));
+        }
+        let n_quads = mh::quads_per_row(self.dim);
+        let mut q = thread_idx_x();
+        while q < Q * WARP_SIZE {
+            // SAFETY: q < Q * 32, the array's length in quads; inside `scale` if q < n_quads;
+            // quad q is this thread's alone until the barrier.
+            unsafe {
+                let scale = if q < n_quads {
+                    self.scale_quad::<V4>(q)
+                } else {
+                    [0.0; 4]
+                };
+                store_shared_v4(base + q as u32 * 16, scale);
+            }
+            q += block_dim_x();
+        }
+        // SAFETY: every thread of the block reaches this barrier (the caller's contract).
+        unsafe { nvptx::_syncthreads() };
+        base
+    }
+
+    /// Quad `q` of the proposal scales from the shared copy at `base` (see
+    /// [`Self::stage_scales`]).
+    ///
+    /// # Safety
+    /// `base` comes from `stage_scales::<Q, _>` in this launch and `q < Q * 32`.
+    #[inline(always)]
+    pub(crate) unsafe fn shared_scale_quad(base: u32, q: usize) -> [f32; 4] {
+        // SAFETY: inside the staged array, written before the barrier.
+        unsafe { load_shared_v4(base + q as u32 * 16) }
+    }
+
+    /// The proposal's scales for quad `q`: `step_size` for every element, or with `SCALED`
+    /// the quad of the per-dimension `scale` (zero-padded past `dim`).
+    ///
+    /// # Safety
+    /// `q < quads_per_row(dim)`, `V4` only if `dim % 4 == 0`, and with `SCALED` `scale` holds
+    /// `dim` floats.
+    #[inline(always)]
+    pub(crate) unsafe fn proposal_scale<const SCALED: bool, const V4: bool>(
+        &self,
+        q: usize,
+    ) -> [f32; 4] {
+        if SCALED {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.scale_quad::<V4>(q) }
+        } else {
+            [self.step_size; QUAD]
+        }
+    }
+
+    /// Quad `q` of `scale`, zero-padded past `dim`.
+    ///
+    /// # Safety
+    /// As [`Self::proposal_scale`] with `SCALED`.
+    #[inline(always)]
+    unsafe fn scale_quad<const V4: bool>(&self, q: usize) -> [f32; 4] {
+        // SAFETY: the quad lies inside scale (length dim), 16-byte aligned as the target's.
+        unsafe { load_quad::<V4>(self.scale.add(QUAD * q), mh::valid_in_quad(self.dim, q)) }
     }
 
     /// Quad `q` of the target from the shared copy at `base` (see [`Self::stage_target`]);

@@ -2,6 +2,7 @@
 
 use crate::gpu::args::{RowSlot, StepArgs};
 use crate::gpu::device::memory::store_quad;
+use crate::gpu::device::sfu::count_not_finite;
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::{ballot_decision, group_sum, segment_total, shfl_idx, shfl_xor};
 use crate::gpu::step::accept_sum;
@@ -51,6 +52,8 @@ pub(crate) struct ChainArgs {
     pub(crate) steps: u32,
     /// `[batch]` u32: each row adds its accepted steps.
     pub(crate) accepted_count: *mut u32,
+    /// `[batch]` u32: each row adds its steps whose `log alpha` was not finite.
+    pub(crate) nonfinite_count: *mut u32,
     /// `[batch, dim]` f64 running means and sums of squared deviations (only with `STATS`).
     pub(crate) mean: *mut f64,
     pub(crate) m2: *mut f64,
@@ -84,6 +87,14 @@ pub(crate) struct ChainArgs {
 /// elements over the launch's `K` steps (f32, a few `K` at most, so no drift), and at the end
 /// merges them into the run's f64 totals with Chan's formula for combining two samples.
 ///
+/// With `SCALED`, the proposal takes a scale per dimension (`args.scale`) instead of
+/// `step_size`: diagonal preconditioning.
+///
+/// Each step also counts the row's non-finite `log alpha` (a NaN or an infinity in the state or
+/// the proposal, or terms past float32's range; such a step never moves a chain): two
+/// instructions a step ([`count_not_finite`]), which cost 1.5 to 1.9 % of the RNG-bound
+/// launches on the H200 (`bench/NOTES.md` has the alternatives measured).
+///
 /// # Safety
 /// As [`step_tiles`] for a variant with `Q >= quads_per_lane(dim)`, `x_new == x` (updated in
 /// place: each row is read and written by the lanes that own it), the buffers of
@@ -94,6 +105,7 @@ pub(crate) unsafe fn chain_rows<
     const V4: bool,
     const STATS: bool,
     const SPLIT: bool,
+    const SCALED: bool,
 >(
     args: &StepArgs,
     chain: &ChainArgs,
@@ -119,6 +131,26 @@ pub(crate) unsafe fn chain_rows<
     let n_quads = mh::quads_per_row(args.dim);
     // SAFETY: Q >= quads_per_lane(dim), so at most Q * 32 quads; every thread is here.
     let target = unsafe { args.stage_target::<Q, V4>() };
+    // A lane owns the same quads of every row, so its proposal scales are the same for the
+    // whole launch: in registers when it owns few quads, else staged in shared memory.
+    let scales_in_registers = Q <= mh::MAX_RESIDENT_QUADS_PER_LANE;
+    let scales = if SCALED && !scales_in_registers {
+        // SAFETY: as above; the `_scaled` kernels get `dim` scales.
+        unsafe { args.stage_scales::<Q, V4>() }
+    } else {
+        0
+    };
+    let mut lane_scales = [[args.step_size; QUAD]; Q];
+    if SCALED && scales_in_registers {
+        for (k, s) in lane_scales.iter_mut().enumerate() {
+            if quad_of(k) < n_quads {
+                // SAFETY: the quad is inside the row, and `scale` holds `dim` floats.
+                *s = unsafe { args.proposal_scale::<true, V4>(quad_of(k)) };
+            }
+        }
+    }
+    // The lane that holds the row's whole sum, and so counts its non-finite steps.
+    let counting_lane = if SPLIT { g } else { 0 };
     let state_len = args.batch * args.dim;
 
     let mut first_row = warp * rows_at_once;
@@ -156,6 +188,7 @@ pub(crate) unsafe fn chain_rows<
         let mut mean = [[0.0f32; 4]; Q];
         let mut m2 = [[0.0f32; 4]; Q];
         let mut count = 0u32;
+        let mut nonfinite = 0u32;
         let mut my_log_u = 0.0f32;
         // The step of the launch after which the trace takes its next slot (never, with
         // `thin = 0`), and that slot: a compare per step instead of a division.
@@ -205,7 +238,13 @@ pub(crate) unsafe fn chain_rows<
                     if !pipelined {
                         eps[k] = draw(k, &draws);
                     }
-                    ps[k] = mh::propose(xs[k], eps[k], args.step_size);
+                    let scale = if SCALED && !scales_in_registers {
+                        // SAFETY: q < Q * 32, and `scales` is the staged copy.
+                        unsafe { StepArgs::shared_scale_quad(scales, quad_of(k)) }
+                    } else {
+                        lane_scales[k]
+                    };
+                    ps[k] = mh::propose_scaled(xs[k], eps[k], scale);
                     partial = mh::add_quad_terms(partial, xs[k], ps[k], mu, inv_var);
                 }
             }
@@ -218,18 +257,20 @@ pub(crate) unsafe fn chain_rows<
             }
             // SAFETY: the whole warp is here, as at the shuffle above; `g` is the same in every
             // lane (from `dim`).
-            let accept = unsafe {
+            let (accept, total) = unsafe {
                 if SPLIT {
                     let total = split_sum(partial, xs[0], ps[0], first_target, g);
-                    ballot_decision(accept_sum(total, slot), decider_bit)
+                    (ballot_decision(accept_sum(total, slot), decider_bit), total)
                 } else {
-                    accept_sum(group_sum(partial, g), slot)
+                    let total = group_sum(partial, g);
+                    (accept_sum(total, slot), total)
                 }
             };
             if accept {
                 xs = ps;
             }
             count += u32::from(accept);
+            nonfinite = count_not_finite(nonfinite, total);
             if STATS {
                 let inv_n = 1.0 / (j + 1) as f32;
                 for k in 0..Q {
@@ -271,6 +312,10 @@ pub(crate) unsafe fn chain_rows<
             // SAFETY: row < batch, and lane 0 of the group is the row's only writer.
             unsafe { *chain.accepted_count.add(row) += count };
         }
+        if live && lane_in_row == counting_lane && nonfinite > 0 {
+            // SAFETY: row < batch, and the counting lane is the row's only writer.
+            unsafe { *chain.nonfinite_count.add(row) += nonfinite };
+        }
         if STATS {
             // Chan et al.: two samples (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b) combine to
             // n = n_a + n_b, mean = mean_a + delta n_b / n, m2 = m2_a + m2_b + delta^2 n_a n_b / n,
@@ -306,16 +351,21 @@ pub(crate) unsafe fn chain_rows<
 }
 
 /// Defines one fused entry point: `Q` quads per lane, `V4` for 16-byte loads, `STATS` for the
-/// running moments, `SPLIT` for a row's quads spread over twice the lanes (see `chain_rows`).
+/// running moments, `SPLIT` for a row's quads spread over twice the lanes, `SCALED` for
+/// per-dimension proposal scales (see `chain_rows`).
 macro_rules! chain_entry_point {
-    ($q:expr, $v4:literal, $stats:literal, $split:literal, $name:ident) => {
+    ($q:expr, $v4:literal, $stats:literal, $split:literal, $scaled:literal, $name:ident) => {
         /// `steps` Metropolis–Hastings steps of every chain in one launch, random numbers drawn
         /// in the kernel, the state kept in registers (see `chain_rows`).
         ///
         /// # Parameters
         /// - `x`: `[batch, dim]` f32, the states: read at the start, written at the end.
         /// - `accepted_count`: `[batch]` u32, each row's accepted steps added.
+        /// - `nonfinite_count`: `[batch]` u32, each row's steps with a non-finite `log alpha`
+        ///   added.
         /// - `mu`, `inv_var`, `batch`, `dim`, `step_size`, `seed`: as the single step.
+        /// - `scale`: `[dim]` f32 per-dimension proposal scales, read by the `_scaled` kernels
+        ///   in place of `step_size` (null for the others).
         /// - `first_step`, `steps`: the step counter of the first step, and how many.
         /// - `mean`, `m2`, `stats_n`: `[batch, dim]` f64 running moments and the steps already
         ///   in them (read only by the `_stats` kernels).
@@ -330,11 +380,13 @@ macro_rules! chain_entry_point {
         pub unsafe extern "ptx-kernel" fn $name(
             x: *mut f32,
             accepted_count: *mut u32,
+            nonfinite_count: *mut u32,
             mu: *const f32,
             inv_var: *const f32,
             batch: u64,
             dim: u64,
             step_size: f32,
+            scale: *const f32,
             seed: u64,
             first_step: u64,
             steps: u32,
@@ -354,6 +406,8 @@ macro_rules! chain_entry_point {
                 batch: batch as usize,
                 dim: dim as usize,
                 step_size,
+                scale,
+                nonfinite: core::ptr::null_mut(),
                 tile_rows: 0,
             };
             let chain = ChainArgs {
@@ -361,6 +415,7 @@ macro_rules! chain_entry_point {
                 first_step,
                 steps,
                 accepted_count,
+                nonfinite_count,
                 mean,
                 m2,
                 stats_n,
@@ -369,68 +424,42 @@ macro_rules! chain_entry_point {
                 trace_first,
             };
             // SAFETY: forwarded from this function's contract.
-            unsafe { chain_rows::<{ $q }, $v4, $stats, $split>(&args, &chain) }
+            unsafe { chain_rows::<{ $q }, $v4, $stats, $split, $scaled>(&args, &chain) }
         }
     };
 }
 
-chain_entry_point!(
+// Ten fused entry points, and the same ten with per-dimension proposal scales (`_scaled`):
+// only runs with a preconditioner launch those, so the others keep the step size in a register.
+macro_rules! chain_entry_points {
+    ($q2:expr, $q8:expr) => {
+        chain_entry_point!($q2, true, false, false, false, mh_chain_q2_v4);
+        chain_entry_point!($q2, false, false, false, false, mh_chain_q2);
+        chain_entry_point!($q8, true, false, false, false, mh_chain_q8_v4);
+        chain_entry_point!($q8, false, false, false, false, mh_chain_q8);
+        chain_entry_point!($q2, true, true, false, false, mh_chain_q2_v4_stats);
+        chain_entry_point!($q2, false, true, false, false, mh_chain_q2_stats);
+        chain_entry_point!($q8, true, true, false, false, mh_chain_q8_v4_stats);
+        chain_entry_point!($q8, false, true, false, false, mh_chain_q8_stats);
+        // Rows of at most 128 elements with each group's two quads per lane spread over twice
+        // the lanes: twice the warps for small batches (see `split_sum`), chosen by the host.
+        chain_entry_point!(1, true, false, true, false, mh_chain_split_v4);
+        chain_entry_point!(1, false, false, true, false, mh_chain_split);
+
+        chain_entry_point!($q2, true, false, false, true, mh_chain_q2_v4_scaled);
+        chain_entry_point!($q2, false, false, false, true, mh_chain_q2_scaled);
+        chain_entry_point!($q8, true, false, false, true, mh_chain_q8_v4_scaled);
+        chain_entry_point!($q8, false, false, false, true, mh_chain_q8_scaled);
+        chain_entry_point!($q2, true, true, false, true, mh_chain_q2_v4_stats_scaled);
+        chain_entry_point!($q2, false, true, false, true, mh_chain_q2_stats_scaled);
+        chain_entry_point!($q8, true, true, false, true, mh_chain_q8_v4_stats_scaled);
+        chain_entry_point!($q8, false, true, false, true, mh_chain_q8_stats_scaled);
+        chain_entry_point!(1, true, false, true, true, mh_chain_split_v4_scaled);
+        chain_entry_point!(1, false, false, true, true, mh_chain_split_scaled);
+    };
+}
+
+chain_entry_points!(
     mh::MAX_RESIDENT_QUADS_PER_LANE,
-    true,
-    false,
-    false,
-    mh_chain_q2_v4
+    mh::MAX_FUSED_QUADS_PER_LANE
 );
-chain_entry_point!(
-    mh::MAX_RESIDENT_QUADS_PER_LANE,
-    false,
-    false,
-    false,
-    mh_chain_q2
-);
-chain_entry_point!(
-    mh::MAX_FUSED_QUADS_PER_LANE,
-    true,
-    false,
-    false,
-    mh_chain_q8_v4
-);
-chain_entry_point!(
-    mh::MAX_FUSED_QUADS_PER_LANE,
-    false,
-    false,
-    false,
-    mh_chain_q8
-);
-chain_entry_point!(
-    mh::MAX_RESIDENT_QUADS_PER_LANE,
-    true,
-    true,
-    false,
-    mh_chain_q2_v4_stats
-);
-chain_entry_point!(
-    mh::MAX_RESIDENT_QUADS_PER_LANE,
-    false,
-    true,
-    false,
-    mh_chain_q2_stats
-);
-chain_entry_point!(
-    mh::MAX_FUSED_QUADS_PER_LANE,
-    true,
-    true,
-    false,
-    mh_chain_q8_v4_stats
-);
-chain_entry_point!(
-    mh::MAX_FUSED_QUADS_PER_LANE,
-    false,
-    true,
-    false,
-    mh_chain_q8_stats
-);
-// Rows of at most 128 elements with each group's two quads per lane spread over twice the
-// lanes: twice the warps for small batches (see `split_sum`), chosen by the host.
-chain_entry_point!(1, true, false, true, mh_chain_split_v4);
-chain_entry_point!(1, false, false, true, mh_chain_split);

@@ -57,7 +57,54 @@ macro_rules! rng_entry_point {
                 x, x_new, accepted, mu, inv_var, batch, dim, step_size, seed, step, tile_rows,
             );
             // SAFETY: forwarded from this function's contract.
-            unsafe { step_tiles::<_, _, { $q }, $v4>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY) }
+            unsafe {
+                step_tiles::<_, _, { $q }, $v4, false>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY)
+            }
+        }
+    };
+}
+
+/// Defines a single step of a run for rows too long for the fused kernel (streamed, `Q = 0`):
+/// the in-kernel-RNG step with two more buffers, `V4` as above, `SCALED` for per-dimension
+/// proposal scales.
+macro_rules! run_step_entry_point {
+    ($v4:literal, $scaled:literal, $name:ident) => {
+        /// One Metropolis–Hastings step of every chain of a run whose rows are too long for the
+        /// fused kernel, random numbers drawn in the kernel.
+        ///
+        /// # Parameters
+        /// As the in-kernel-RNG steps, with two more:
+        /// - `nonfinite_count` (after `accepted`): `[batch]` u32, each row adds 1 if its
+        ///   `log alpha` was not finite;
+        /// - `scale` (after `step_size`): `[dim]` f32 per-dimension proposal scales, read by
+        ///   the `_scaled` kernels in place of `step_size` (the others ignore it).
+        ///
+        /// # Safety
+        /// As `mh_step` (or `mh_step_streaming_v4`), and the two buffers above with their
+        /// lengths (`scale` may be null for the kernels that ignore it).
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            nonfinite_count: *mut u32,
+            mu: *const f32,
+            inv_var: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            scale: *const f32,
+            seed: u64,
+            step: u64,
+            tile_rows: u32,
+        ) {
+            let (mut args, noise) = rng_step_inputs(
+                x, x_new, accepted, mu, inv_var, batch, dim, step_size, seed, step, tile_rows,
+            );
+            args.scale = scale;
+            args.nonfinite = nonfinite_count;
+            // SAFETY: forwarded from this function's contract.
+            unsafe { step_tiles::<_, _, 0, $v4, $scaled>(&args, &noise, RegisterFeed::<0>::EMPTY) }
         }
     };
 }
@@ -98,11 +145,15 @@ macro_rules! caller_noise_entry_point {
                 batch,
                 dim,
                 step_size,
+                scale: core::ptr::null(),
+                nonfinite: core::ptr::null_mut(),
                 tile_rows,
             };
             let noise = CallerNoise { noise, uniform };
             // SAFETY: forwarded from this function's contract.
-            unsafe { step_tiles::<_, _, { $q }, $v4>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY) }
+            unsafe {
+                step_tiles::<_, _, { $q }, $v4, false>(&args, &noise, RegisterFeed::<{ $q }>::EMPTY)
+            }
         }
     };
 }
@@ -114,6 +165,13 @@ rng_entry_point!(mh::MAX_RESIDENT_QUADS_PER_LANE, false, mh_step_q2);
 rng_entry_point!(0, true, mh_step_streaming_v4);
 // The general step: any row length, any alignment. The others are faster specializations.
 rng_entry_point!(0, false, mh_step);
+
+// The single steps of `Gpu::run` for rows over 1024 elements (streamed), with the count of
+// non-finite steps and, `_scaled`, per-dimension proposal scales.
+run_step_entry_point!(true, false, mh_run_step_v4);
+run_step_entry_point!(false, false, mh_run_step);
+run_step_entry_point!(true, true, mh_run_step_v4_scaled);
+run_step_entry_point!(false, true, mh_run_step_scaled);
 
 caller_noise_entry_point!(
     mh::MAX_RESIDENT_QUADS_PER_LANE,
@@ -173,7 +231,7 @@ macro_rules! staged_entry_point {
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 let feed = SharedFeed::<{ $q }, { $g }>::new(&args);
-                step_tiles::<_, _, { $q }, true>(&args, &noise, feed)
+                step_tiles::<_, _, { $q }, true, false>(&args, &noise, feed)
             }
         }
     };

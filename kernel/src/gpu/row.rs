@@ -5,20 +5,19 @@ use crate::gpu::noise::Noise;
 use crate::mh;
 
 /// Pass 1 for one quad, from its loaded inputs (`x` and what [`Noise::fetch`] returned): the
-/// normals, the proposal, and the quad's terms added to the lane's `partial` sum. Returns
-/// `(p, partial)`.
+/// normals, the proposal with the quad's `scale` ([`StepArgs::proposal_scale`]), and the quad's
+/// terms added to the lane's `partial` sum. Returns `(p, partial)`.
 #[inline(always)]
 pub(crate) fn propose_quad<N: Noise>(
-    args: &StepArgs,
     noise: &N,
     row: u32,
     q: usize,
     input: QuadInput,
-    target: ([f32; 4], [f32; 4]),
+    (target, scale): (([f32; 4], [f32; 4]), [f32; 4]),
     partial: f32,
 ) -> ([f32; 4], f32) {
     let eps = noise.normals(input.fetched, row, q);
-    let p = mh::propose(input.x, eps, args.step_size);
+    let p = mh::propose_scaled(input.x, eps, scale);
     (
         p,
         mh::add_quad_terms(partial, input.x, p, target.0, target.1),

@@ -25,7 +25,7 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
     slot: RowSlot,
     feed: &F,
     target: u32,
-) -> bool {
+) -> Decision {
     let n_quads = mh::quads_per_row(args.dim);
     let mut ps = [[0.0f32; 4]; Q];
     let mut partial = 0.0f32;
@@ -43,21 +43,24 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
         let q = slot.lane_in_group + k * slot.g;
         if k * slot.g < n_quads {
             (ps[k], partial) = propose_quad(
-                args,
                 noise,
                 slot.row,
                 q,
                 // SAFETY: k < Q.
                 unsafe { feed.quad(k) },
-                // SAFETY: q < Q * 32, and `target` is the staged copy.
-                unsafe { StepArgs::shared_target_quad(target, q) },
+                (
+                    // SAFETY: q < Q * 32, and `target` is the staged copy.
+                    unsafe { StepArgs::shared_target_quad(target, q) },
+                    [args.step_size; 4],
+                ),
                 partial,
             );
         }
     }
     // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
     // warp; lanes without a row take part with `live = false`).
-    let accept = unsafe { decide(partial, slot) };
+    let decision = unsafe { decide(partial, slot) };
+    let accept = decision.accept;
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
@@ -71,7 +74,7 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
             unsafe { args.store_x_new::<V4>(slot.offset, q, out) };
         }
     }
-    accept
+    decision
 }
 
 /// Quads a lane of a streamed row has in flight ahead of the one it computes: one 16-byte
@@ -88,16 +91,18 @@ pub(crate) const STREAM_DEPTH: usize = 2;
 /// them: `bench/NOTES.md`, session 4).
 ///
 /// Pass 1 is software-pipelined: the loads of the lane's next [`STREAM_DEPTH`] quads are in
-/// flight while the current quad is computed.
+/// flight while the current quad is computed. With `SCALED` the proposal takes its scales per
+/// dimension from `args.scale` (read next to the target, from L1).
 ///
 /// # Safety
-/// `V4` only if `dim % 4 == 0`; see the entry points.
+/// `V4` only if `dim % 4 == 0`, `args.scale` holds `dim` floats if `SCALED`; see the entry
+/// points.
 #[inline(always)]
-pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool>(
+pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool, const SCALED: bool>(
     args: &StepArgs,
     noise: &N,
     slot: RowSlot,
-) -> bool {
+) -> Decision {
     let n_quads = mh::quads_per_row(args.dim);
     let mut partial = 0.0f32;
     let mut q = slot.lane_in_group;
@@ -123,19 +128,24 @@ pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool>(
         } else {
             QuadInput::ZERO
         };
-        // SAFETY: q < n_quads.
-        let target = unsafe { args.target_quad::<V4>(q) };
+        // SAFETY: q < n_quads (and `scale` holds dim floats if SCALED).
+        let (target, scale) = unsafe {
+            (
+                args.target_quad::<V4>(q),
+                args.proposal_scale::<SCALED, V4>(q),
+            )
+        };
         let p;
-        (p, partial) = propose_quad(args, noise, slot.row, q, input, target, partial);
+        (p, partial) = propose_quad(noise, slot.row, q, input, (target, scale), partial);
         // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
         unsafe { args.store_x_new::<V4>(slot.offset, q, p) };
         q += slot.g;
     }
     // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
     // warp; lanes without a row take part with `live = false`).
-    let accept = unsafe { decide(partial, slot) };
+    let decision = unsafe { decide(partial, slot) };
     let mut q = slot.lane_in_group;
-    while slot.live && !accept && q < n_quads {
+    while slot.live && !decision.accept && q < n_quads {
         // Pass 2 in batches: all the batch's loads first, then its stores, so that the lane
         // waits for one round trip to L2 per batch rather than one per quad.
         let mut xs = [[0.0f32; 4]; REWRITE_BATCH];
@@ -156,7 +166,7 @@ pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool>(
         }
         q += REWRITE_BATCH * slot.g;
     }
-    accept
+    decision
 }
 
 /// Quads per lane that pass 2 of a streamed row reloads before it stores any (see
@@ -165,15 +175,27 @@ pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool>(
 /// registers (`bench/NOTES.md`, #17, has the measurements).
 pub(crate) const REWRITE_BATCH: usize = 4;
 
+/// A row's decision, and whether its `log alpha` was finite (it is not when the state or the
+/// proposal holds a NaN or an infinity, or the terms overflow).
+#[derive(Clone, Copy)]
+pub(crate) struct Decision {
+    pub(crate) accept: bool,
+    pub(crate) finite: bool,
+}
+
 /// The group's decision: sum the partials, then `log u < log alpha`. A row past the batch
 /// never accepts.
 ///
 /// # Safety
 /// All 32 lanes of the warp call this together (a warp collective: [`group_sum_loop`]).
 #[inline(always)]
-pub(crate) unsafe fn decide(partial: f32, slot: RowSlot) -> bool {
+pub(crate) unsafe fn decide(partial: f32, slot: RowSlot) -> Decision {
     // SAFETY: the whole warp is here (the contract); `slot.g` is the same in every lane.
-    accept_sum(unsafe { group_sum_loop(partial, slot.g) }, slot)
+    let sum = unsafe { group_sum_loop(partial, slot.g) };
+    Decision {
+        accept: accept_sum(sum, slot),
+        finite: mh::is_finite(mh::log_alpha(sum)),
+    }
 }
 
 /// The decision from the group's summed terms. A row past the batch never accepts.
@@ -203,11 +225,19 @@ pub(crate) fn accept_sum(sum: f32, slot: RowSlot) -> bool {
 /// # Safety
 /// See the entry points.
 #[inline(always)]
-pub(crate) unsafe fn step_tiles<N: Noise, F: RowFeed<N, Q>, const Q: usize, const V4: bool>(
+pub(crate) unsafe fn step_tiles<
+    N: Noise,
+    F: RowFeed<N, Q>,
+    const Q: usize,
+    const V4: bool,
+    const SCALED: bool,
+>(
     args: &StepArgs,
     noise: &N,
     mut feed: F,
 ) {
+    // Per-dimension scales are read by the streamed rows only (the run's single steps).
+    const { assert!(Q == 0 || !SCALED) };
     let g = if F::GROUP > 0 {
         F::GROUP
     } else {
@@ -285,9 +315,9 @@ pub(crate) unsafe fn step_tiles<N: Noise, F: RowFeed<N, Q>, const Q: usize, cons
             unsafe { feed.load_next::<V4>(args, noise, next_offset, next_live, lane_in_group, g) };
             // SAFETY: forwarded from the entry point's contract; the host's dispatch chose the
             // entry point, and with it `Q` and `V4`, from `dim`.
-            let accept = unsafe {
+            let decision = unsafe {
                 if Q == 0 {
-                    row_streaming::<N, V4>(args, noise, slot)
+                    row_streaming::<N, V4, SCALED>(args, noise, slot)
                 } else {
                     row_resident::<N, F, Q, V4>(args, noise, slot, &feed, target)
                 }
@@ -295,7 +325,16 @@ pub(crate) unsafe fn step_tiles<N: Noise, F: RowFeed<N, Q>, const Q: usize, cons
             if slot.live && lane_in_group == 0 {
                 // SAFETY: the row is inside the batch; lane 0 of the group is its flag's only
                 // writer.
-                unsafe { *args.accepted.add(tile.first_row + in_tile as usize) = u8::from(accept) };
+                unsafe {
+                    *args.accepted.add(tile.first_row + in_tile as usize) =
+                        u8::from(decision.accept)
+                };
+            }
+            // Null for every step but the run's (a constant there: this compiles to nothing).
+            if !args.nonfinite.is_null() && slot.live && lane_in_group == 0 && !decision.finite {
+                // SAFETY: as the flag above; lane 0 of the group is the row's count's only
+                // writer.
+                unsafe { *args.nonfinite.add(tile.first_row + in_tile as usize) += 1 };
             }
             if last_in_tile {
                 break;
@@ -331,6 +370,8 @@ pub(crate) fn rng_step_inputs(
         batch: batch as usize,
         dim: dim as usize,
         step_size,
+        scale: core::ptr::null(),
+        nonfinite: core::ptr::null_mut(),
         tile_rows: tile_rows as usize,
     };
     let noise = PhiloxNoise {

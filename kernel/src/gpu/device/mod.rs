@@ -6,7 +6,8 @@
 //! - [`warp`]: shuffles, votes and the group sums built from them. Each is an `unsafe fn`:
 //!   its result is undefined unless every lane of the warp calls it together.
 //! - [`memory`]: 16-byte vector loads and stores, shared memory, and `cp.async`.
-//! - [`sfu`]: the special function units' `sin`, `cos`, `sqrt`, and the widening multiply.
+//! - [`sfu`]: the special function units' `sin`, `cos`, `sqrt`, the widening multiply, and
+//!   the count of non-finite values (`testp.finite`).
 //!
 //! # The GPU, as far as these kernels need it
 //!

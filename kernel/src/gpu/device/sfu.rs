@@ -18,6 +18,21 @@ pub fn mul_wide_u32(a: u32, b: u32) -> (u32, u32) {
     (hi, lo)
 }
 
+/// `count + 1` if `v` is a NaN or an infinity, else `count`: PTX's `testp.finite` and an add
+/// under its predicate. Written out because LLVM turns `!v.is_finite()` into a shift, an
+/// integer compare and a select before the add.
+#[inline(always)]
+pub fn count_not_finite(count: u32, v: f32) -> u32 {
+    let out: u32;
+    // SAFETY: pure arithmetic on registers; the braces scope the predicate.
+    unsafe {
+        asm!("{{ .reg .pred f; testp.finite.f32 f, {v}; mov.b32 {out}, {c}; @!f add.u32 {out}, {out}, 1; }}",
+             v = in(reg32) v, c = in(reg32) count, out = out(reg32) out,
+             options(pure, nomem, nostack));
+    }
+    out
+}
+
 /// Sine with the SFU's `sin.approx.f32` (most accurate on [-pi, pi]).
 #[inline(always)]
 pub fn sin(x: f32) -> f32 {
