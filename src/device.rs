@@ -15,8 +15,8 @@ use std::sync::Arc;
 
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DeviceRepr, DriverError,
-    LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
+    DriverError, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 use fused_mh_kernel::philox::{Ctr, Key};
@@ -30,10 +30,12 @@ use crate::{PTX_MODULES, PtxModule};
 
 mod chain;
 mod diagnostics;
+mod external;
 pub use chain::{
     COUNT_FOLD_STEPS, ChainStats, MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES,
     TraceChunk,
 };
+pub use external::{Borrowed, BorrowedDraws, BorrowedStep};
 
 /// Where a launch's random numbers come from.
 enum Draws<'a> {
@@ -202,9 +204,16 @@ impl Gpu {
 
     /// Uploads a target: its mean and `1 / sigma^2`.
     pub fn upload_target(&self, target: &Target) -> Result<DeviceTarget> {
+        let mu = self.upload("mu", target.mu())?;
+        let inv_var = self.upload("inv_var", target.inv_var())?;
+        let addresses = (
+            mu.device_ptr(&self.stream).0,
+            inv_var.device_ptr(&self.stream).0,
+        );
         Ok(DeviceTarget {
-            mu: self.upload("mu", target.mu())?,
-            inv_var: self.upload("inv_var", target.inv_var())?,
+            mu,
+            inv_var,
+            addresses,
             dim: target.dim(),
         })
     }
@@ -487,6 +496,10 @@ impl DeviceChains {
 pub struct DeviceTarget {
     mu: CudaSlice<f32>,
     inv_var: CudaSlice<f32>,
+    /// The two buffers' device addresses, for launches on another library's stream
+    /// ([`Gpu::step_borrowed`]): the target is never written after its upload, so those need
+    /// no ordering with this library's stream beyond the upload's.
+    addresses: (u64, u64),
     dim: usize,
 }
 

@@ -38,8 +38,8 @@ pub mod host_memory;
 mod problem;
 
 pub use device::{
-    COUNT_FOLD_STEPS, ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu,
-    MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk,
+    Borrowed, BorrowedDraws, BorrowedStep, COUNT_FOLD_STEPS, ChainStats, DeviceChains, DeviceNoise,
+    DeviceTarget, Gpu, MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk,
 };
 pub use diagnostics::{Diagnostics, DiagnosticsPlan, Progress};
 pub use dispatch::{RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK};

@@ -1,0 +1,153 @@
+//! One step on device memory that another library owns (a PyTorch tensor, a JAX array), queued
+//! on that library's stream: what the Python package's GPU path calls, with the addresses it
+//! read from DLPack.
+//!
+//! Nothing here is copied: the kernel reads the caller's `x` and writes the caller's `x_new`
+//! and `accepted`. Because the library knows nothing of memory it did not allocate, the caller
+//! vouches for every address (the functions are `unsafe`); what can be checked here, is: the
+//! shapes, the alignment the kernels' 16-byte loads need, and that `x_new` does not overlap
+//! `x`.
+
+use cudarc::driver::PushKernelArg;
+use cudarc::driver::sys::CUstream;
+
+use super::{Gpu, grid};
+use crate::dispatch::{self, Randomness};
+use crate::error::{Error, Result};
+use crate::problem::check_step_size;
+use crate::{DeviceTarget, Shape};
+
+/// A device address another library owns, with the number of elements it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Borrowed {
+    /// The first element's device address.
+    pub ptr: u64,
+    /// Elements (of the type the buffer's role says) from `ptr` on.
+    pub len: usize,
+}
+
+/// Where a borrowed step's random numbers come from.
+#[derive(Clone, Copy, Debug)]
+pub enum BorrowedDraws {
+    /// Drawn in the kernel at `(seed, step)` (the counter scheme of `Gpu::step`).
+    Philox {
+        /// The Philox key.
+        seed: u64,
+        /// The step counter.
+        step: u64,
+    },
+    /// The caller's standard normals `noise[batch * dim]` and uniforms `uniform[batch]`, f32
+    /// (finite, and in `[0, 1)`: the caller checks them, the kernel reads them as they are).
+    Caller {
+        /// `[batch, dim]` f32.
+        noise: Borrowed,
+        /// `[batch]` f32.
+        uniform: Borrowed,
+    },
+}
+
+/// The buffers of one borrowed step: `x[batch, dim]` f32 (read), `x_new[batch, dim]` f32 and
+/// `accepted[batch]` bytes (written in full).
+#[derive(Clone, Copy, Debug)]
+pub struct BorrowedStep {
+    /// The current states.
+    pub x: Borrowed,
+    /// The next states; must not overlap `x`.
+    pub x_new: Borrowed,
+    /// 1 where the chain moved, 0 where it stayed (a PyTorch `bool` tensor holds exactly this).
+    pub accepted: Borrowed,
+}
+
+impl Gpu {
+    /// One Metropolis–Hastings step of `shape`'s chains on borrowed memory, queued on
+    /// `stream`; returns once queued. The target is this library's ([`Gpu::upload_target`]),
+    /// and the upload must be complete ([`Gpu::synchronize`] after it) or ordered before the
+    /// stream's work.
+    ///
+    /// # Safety
+    /// - `stream` is a live stream of this GPU's context (the device's primary context, which
+    ///   PyTorch and JAX use too), and stays alive until the step has run;
+    /// - every [`Borrowed`] address is device memory of that context holding at least its
+    ///   `len` elements (f32, or bytes for `accepted`), and stays allocated until the step has
+    ///   run; nothing else writes `x`, `x_new`, `accepted` or the noise meanwhile.
+    pub unsafe fn step_borrowed(
+        &self,
+        stream: CUstream,
+        shape: Shape,
+        target: &DeviceTarget,
+        step_size: f32,
+        draws: BorrowedDraws,
+        buffers: BorrowedStep,
+    ) -> Result<()> {
+        target.check_shape(shape)?;
+        check_step_size(step_size)?;
+        let (len, batch) = (shape.len(), shape.batch());
+        check_borrowed("x", buffers.x, len, 16)?;
+        check_borrowed("x_new", buffers.x_new, len, 16)?;
+        check_borrowed("accepted", buffers.accepted, batch, 1)?;
+        let bytes = 4 * len as u64;
+        let (a, b) = (buffers.x.ptr, buffers.x_new.ptr);
+        if a < b + bytes && b < a + bytes {
+            return Err(Error::ShapeMismatch(
+                "x_new overlaps x: the step needs a separate output".into(),
+            ));
+        }
+        let randomness = match draws {
+            BorrowedDraws::Philox { .. } => Randomness::InKernel,
+            BorrowedDraws::Caller { noise, uniform } => {
+                check_borrowed("noise", noise, len, 16)?;
+                check_borrowed("uniform", uniform, batch, 4)?;
+                Randomness::Caller
+            }
+        };
+        let chosen = dispatch::step(shape, randomness, self.device());
+        let function = self.function(chosen.entry)?;
+        // SAFETY: the caller's contract: a live stream of this context.
+        let stream = unsafe { self.ctx.wrap_borrowed_stream(stream) };
+        let (batch, dim) = (batch as u64, shape.dim() as u64);
+        let tile_rows = chosen.tile_rows;
+        let mut launch = stream.launch_builder(function);
+        launch
+            .arg(&buffers.x.ptr)
+            .arg(&buffers.x_new.ptr)
+            .arg(&buffers.accepted.ptr);
+        // The target by address: pushing its buffers would order this stream after the
+        // library's own at every launch (two event waits and two records, ~3 us).
+        launch.arg(&target.addresses.0).arg(&target.addresses.1);
+        launch.arg(&batch).arg(&dim).arg(&step_size);
+        let (first, second) = match draws {
+            BorrowedDraws::Philox { seed, step } => (seed, step),
+            BorrowedDraws::Caller { noise, uniform } => (noise.ptr, uniform.ptr),
+        };
+        launch.arg(&first).arg(&second).arg(&tile_rows);
+        // SAFETY: the arguments match the step kernels' one signature (as in
+        // `launch_step_with`, `kernel/src/gpu/entries.rs`): `(x, x_new, accepted, mu, inv_var,
+        // batch: u64, dim: u64, step_size: f32, seed: u64, step: u64 | noise, uniform,
+        // tile_rows: u32)`, the pointers as 64-bit addresses. The caller vouches that the
+        // borrowed addresses hold the lengths checked above, and they are 16-byte aligned
+        // (checked) as the vector loads need; x_new does not overlap x (checked); mu and
+        // inv_var hold dim floats (checked), uploaded before (the caller's contract) and never
+        // written again. `dispatch::step` picks the kernel, its tile and
+        // its block, as for the library's own buffers.
+        unsafe { launch.launch(grid(chosen)) }?;
+        Ok(())
+    }
+}
+
+/// A borrowed buffer's length and alignment.
+fn check_borrowed(what: &str, buffer: Borrowed, len: usize, align: u64) -> Result<()> {
+    if buffer.len != len {
+        return Err(Error::ShapeMismatch(format!(
+            "{what} holds {} elements, the step needs {len}",
+            buffer.len
+        )));
+    }
+    if buffer.ptr == 0 || !buffer.ptr.is_multiple_of(align) {
+        return Err(Error::ShapeMismatch(format!(
+            "{what} at {:#x} is not {align}-byte aligned (a view into another tensor? pass a \
+             fresh or cloned one)",
+            buffer.ptr
+        )));
+    }
+    Ok(())
+}
