@@ -7,6 +7,11 @@
 #                                      it exists (same call: same card, same clocks)
 #   bash bench/gpu-check.sh lessons    the lessons table, its JSON and SVG, and ptxas -v of the
 #                                      kernels (from .gpu/ptx/, which this script's caller copies)
+#   bash bench/gpu-check.sh python     the Python package's tests (PyTorch and JAX on the GPU)
+#                                      and bench/python_speed.py, from the wheels in .gpu/wheel/
+#                                      (the caller puts there the wheel of `maturin build
+#                                      --release -m python/Cargo.toml` and pytest's, from
+#                                      `pip download pytest`: that machine has no network)
 # Logs and JSON reports go to $OUT (or ./gpu-check-out).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +62,15 @@ bench)
     .gpu/bin/host --json "$out/new-$i.json" >"$out/new-$i.txt" 2>&1 || status=1
     tail -n 12 "$out/new-$i.txt"
   done
+  ;;
+python)
+  site=$(mktemp -d)
+  pip install -q --no-deps --no-index --target "$site" .gpu/wheel/*.whl 2>&1 | grep -v WARNING
+  export PYTHONPATH=$site FUSED_MH_HOST=$PWD/.gpu/bin/host
+  python3 -m pytest -q -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1 || status=1
+  tail -25 "$out/pytest.log"
+  # The Rust benchmark's single step at (4096, 64) and (1048576, 64) on the H200 (session 7).
+  python3 bench/python_speed.py --kernel-us 4.64 140.7 "$out/python-speed.json" || status=1
   ;;
 lessons)
   .gpu/bin/host lessons --json "$out/lessons.json" --svg "$out/lessons.svg" || status=1

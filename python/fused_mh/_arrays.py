@@ -1,0 +1,179 @@
+"""Where an array lives, and the ways it reaches the Rust side: NumPy arrays (and CPU tensors
+or JAX CPU arrays, viewed as NumPy) go to the CPU reference; PyTorch CUDA tensors go to the GPU
+kernels as DLPack capsules, with their outputs allocated by PyTorch on the same device and the
+step queued on PyTorch's current stream; JAX GPU arrays go as DLPack capsules too, and their
+outputs are allocated here and handed to JAX by DLPack (JAX lends no writable memory)."""
+
+import sys
+
+import numpy as np
+
+from . import _native
+
+
+def torch_module():
+    """`torch` if it is imported already (never imported here for a NumPy user)."""
+    return sys.modules.get("torch")
+
+
+def jax_module():
+    """`jax` if it is imported already."""
+    return sys.modules.get("jax")
+
+
+def is_jax_array(x):
+    jax = jax_module()
+    return jax is not None and isinstance(x, jax.Array)
+
+
+def is_jax_gpu(x):
+    return is_jax_array(x) and next(iter(x.devices())).platform == "gpu"
+
+
+def is_gpu_array(x):
+    """A CUDA tensor or a JAX GPU array: the GPU kernels' inputs."""
+    return is_cuda_tensor(x) or is_jax_gpu(x)
+
+
+def is_cuda_tensor(x):
+    torch = torch_module()
+    return torch is not None and isinstance(x, torch.Tensor) and x.is_cuda
+
+
+def is_torch_tensor(x):
+    torch = torch_module()
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def to_numpy(name, a, ndim=None, convert=False):
+    """`a` as a NumPy array without a copy: a NumPy array as it is (the Rust side checks its
+    layout), a CPU tensor by `.numpy()`. It must be float32, unless `convert` (the target's
+    `mu` and `sigma`, which may also be lists: converted to float32, as the reference
+    module's buffers are)."""
+    if isinstance(a, np.ndarray):
+        out = a
+    elif is_torch_tensor(a):
+        if a.is_cuda and not convert:
+            raise TypeError(f"{name} is a CUDA tensor; the other inputs are on the CPU")
+        # A target on the GPU comes to the host once, when it is set (dim numbers).
+        out = a.detach().cpu().numpy()
+    elif is_jax_array(a):
+        if is_jax_gpu(a) and not convert:
+            raise TypeError(f"{name} is a JAX GPU array; the other inputs are on the CPU")
+        out = np.asarray(a)
+    elif convert and isinstance(a, (list, tuple)):
+        out = np.asarray(a, dtype=np.float32)
+    else:
+        raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(a).__name__}")
+    if convert:
+        out = out.astype(np.float32, copy=False)
+    elif out.dtype != np.float32:
+        raise TypeError(f"{name} has dtype {out.dtype}, the step needs float32")
+    if ndim is not None and out.ndim != ndim:
+        raise ValueError(f"{name} has {out.ndim} dimensions, expected {ndim}")
+    return out
+
+
+def like_input(x, out):
+    """An output of the CPU path in the input's framework: a tensor for a tensor input, a JAX
+    array for a JAX array."""
+    if is_torch_tensor(x):
+        return torch_module().from_numpy(out)
+    if is_jax_array(x):
+        return jax_module().numpy.asarray(out)
+    return out
+
+
+def gpu_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
+    """One step of a GPU array `x` (a CUDA tensor or a JAX GPU array)."""
+    if is_cuda_tensor(x):
+        return cuda_step(x, target, step_size, seed, step, noise, uniform)
+    return jax_step(x, target, step_size, seed, step, noise, uniform)
+
+
+def jax_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
+    """One step of the JAX GPU array `x`: its memory read in place (DLPack), the outputs
+    written into memory allocated here on the package's own stream, complete when returned,
+    and handed to JAX without a copy (`jax.dlpack.from_dlpack`)."""
+    jax = jax_module()
+    if x.dtype != np.float32:
+        raise TypeError(f"x has dtype {x.dtype}, the step needs float32")
+    if x.ndim != 2:
+        raise ValueError(f"x has {x.ndim} dimensions, expected 2 ([B, dim])")
+    device = DEVICES.get(next(iter(x.devices())).local_hardware_id)
+    extra = {}
+    if noise is not None or uniform is not None:
+        if not (is_jax_gpu(noise) and is_jax_gpu(uniform)):
+            raise TypeError("noise and uniform must be JAX GPU arrays on the device of x")
+        extra = {"noise": noise, "uniform": uniform}
+    # The package's stream does not follow JAX's: the inputs must be complete first.
+    for a in [x, *extra.values()]:
+        a.block_until_ready()
+    capsules = {k: v.__dlpack__() for k, v in extra.items()}
+    x_new, accepted = device.step_to_new(
+        x.__dlpack__(), target(device), float(step_size), seed=seed, step=step, **capsules
+    )
+    return jax.dlpack.from_dlpack(x_new), jax.dlpack.from_dlpack(accepted)
+
+
+class Devices:
+    """One `_native.Device` per CUDA ordinal, opened on first use and kept."""
+
+    def __init__(self):
+        self._open = {}
+
+    def get(self, ordinal):
+        if ordinal not in self._open:
+            self._open[ordinal] = _native.Device(ordinal)
+        return self._open[ordinal]
+
+
+DEVICES = Devices()
+
+
+def current_stream(torch, index):
+    """PyTorch's current stream on device `index`, as a `CUstream` address. Its own call for
+    it (the one Triton's launcher makes) takes 0.4 us on the H200; the public
+    `torch.cuda.current_stream(index).cuda_stream` builds a Stream object first (2.3 us), and is
+    the fallback."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
+
+
+def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
+    """One step of the CUDA tensor `x` on the GPU kernels, queued on PyTorch's current stream
+    of `x`'s device; `x_new` and `accepted` are new PyTorch tensors on that device."""
+    torch = torch_module()
+    import torch.utils.dlpack  # noqa: F401 (a submodule: imported for `to_dlpack`)
+
+    if x.dtype != torch.float32:
+        raise TypeError(f"x has dtype {x.dtype}, the step needs torch.float32")
+    if x.dim() != 2:
+        raise ValueError(f"x has {x.dim()} dimensions, expected 2 ([B, dim])")
+    index = x.device.index
+    device = DEVICES.get(index)
+    stream = current_stream(torch, index)
+    x_new = torch.empty_like(x, memory_format=torch.contiguous_format)
+    accepted = torch.empty(x.shape[0], dtype=torch.bool, device=x.device)
+    # `to_dlpack` hands the tensor over as it is; `t.__dlpack__(stream=...)` would also order
+    # the stream it is given after the tensor's (an event, ~3 us a tensor on the H200), which
+    # is already so: the step is queued on the current stream, where PyTorch queued the work
+    # that wrote `x` and will queue the work that reads `x_new`.
+    capsule = torch.utils.dlpack.to_dlpack
+    extra = {}
+    if noise is not None or uniform is not None:
+        if not (is_cuda_tensor(noise) and is_cuda_tensor(uniform)):
+            raise TypeError("noise and uniform must be CUDA tensors on the device of x")
+        extra = {"noise": capsule(noise), "uniform": capsule(uniform)}
+    device.step(
+        stream,
+        capsule(x),
+        capsule(x_new),
+        capsule(accepted),
+        target(device),
+        float(step_size),
+        seed=seed,
+        step=step,
+        **extra,
+    )
+    return x_new, accepted

@@ -1,0 +1,183 @@
+//! NumPy arrays on the CPU reference: float32, C-contiguous, the shapes of the reference model
+//! (`x[B, dim]`, `mu[dim]`, `sigma[dim]`). Anything else is refused with a `TypeError` (dtype,
+//! from the argument conversion) or a `ValueError` (layout, shape, values).
+
+use fused_mh::{Shape, StepConfig, Target, cpu};
+use numpy::ndarray::Array2;
+use numpy::{
+    IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::to_py;
+
+/// A C-contiguous array's data, or a `ValueError` naming it.
+fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
+    what: &str,
+    a: &'a numpy::PyReadonlyArray<'_, T, D>,
+) -> PyResult<&'a [T]> {
+    let refuse = || {
+        PyValueError::new_err(format!(
+            "{what} is not C-contiguous: pass numpy.ascontiguousarray({what})"
+        ))
+    };
+    // `as_slice` takes Fortran order too: the rows would be read as columns.
+    if !a.is_c_contiguous() {
+        return Err(refuse());
+    }
+    a.as_slice().map_err(|_| refuse())
+}
+
+/// The chains' shape and the target, checked.
+fn problem(
+    x: &PyReadonlyArray2<'_, f32>,
+    mu: &PyReadonlyArray1<'_, f32>,
+    sigma: &PyReadonlyArray1<'_, f32>,
+) -> PyResult<(Shape, Target)> {
+    let [batch, dim] = x.shape() else {
+        unreachable!("a 2-d array")
+    };
+    let shape = Shape::new(*batch, *dim).map_err(to_py)?;
+    let target = Target::new(
+        contiguous("mu", mu)?.to_vec(),
+        contiguous("sigma", sigma)?.to_vec(),
+    )
+    .map_err(to_py)?;
+    target.check_shape(shape).map_err(to_py)?;
+    Ok((shape, target))
+}
+
+type StepResult<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray1<bool>>);
+
+/// The outputs as NumPy arrays: `x_new[B, dim]` float32 and `accepted[B]` bool.
+fn outputs<'py>(py: Python<'py>, shape: Shape, out: cpu::StepOutput) -> PyResult<StepResult<'py>> {
+    let x_new = Array2::from_shape_vec((shape.batch(), shape.dim()), out.x_new)
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    Ok((x_new.into_pyarray(py), out.accepted.into_pyarray(py)))
+}
+
+/// One step with random numbers drawn from `(seed, step)` (the kernels' counter scheme):
+/// `(x_new, accepted)`.
+#[pyfunction]
+#[pyo3(signature = (x, mu, sigma, step_size, seed, step))]
+pub fn step<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f32>,
+    mu: PyReadonlyArray1<'py, f32>,
+    sigma: PyReadonlyArray1<'py, f32>,
+    step_size: f32,
+    seed: u64,
+    step: u64,
+) -> PyResult<StepResult<'py>> {
+    let (shape, target) = problem(&x, &mu, &sigma)?;
+    let config = StepConfig::new(step_size, seed).map_err(to_py)?;
+    let x = contiguous("x", &x)?;
+    let out = py
+        .detach(|| cpu::par_step(x, shape, &target, &config, step))
+        .map_err(to_py)?;
+    outputs(py, shape, out)
+}
+
+/// One step with the caller's standard normals `noise[B, dim]` and uniforms `uniform[B]`:
+/// `(x_new, accepted)`, the reference model's semantics with those numbers.
+#[pyfunction]
+#[pyo3(signature = (x, mu, sigma, step_size, noise, uniform))]
+pub fn step_with_noise<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f32>,
+    mu: PyReadonlyArray1<'py, f32>,
+    sigma: PyReadonlyArray1<'py, f32>,
+    step_size: f32,
+    noise: PyReadonlyArray2<'py, f32>,
+    uniform: PyReadonlyArray1<'py, f32>,
+) -> PyResult<StepResult<'py>> {
+    let (shape, target) = problem(&x, &mu, &sigma)?;
+    let (x, noise, uniform) = (
+        contiguous("x", &x)?,
+        contiguous("noise", &noise)?,
+        contiguous("uniform", &uniform)?,
+    );
+    let out = py
+        .detach(|| cpu::par_step_with_noise(x, shape, &target, step_size, noise, uniform))
+        .map_err(to_py)?;
+    outputs(py, shape, out)
+}
+
+/// `steps` steps from step counter `first_step`, as `host run` does them: a dict with the
+/// final states `x`, `accepted_count` and `nonfinite_count` (uint64), the per-chain `mean` and
+/// `var` over the steps, `trace[steps / thin, B, dim]` with `thin > 0`, and `steps`.
+#[pyfunction]
+#[pyo3(signature = (x, mu, sigma, step_size, seed, first_step, steps, thin=0))]
+// The reference model's inputs, the stream and the plan: the Python wrapper names them.
+#[allow(clippy::too_many_arguments)]
+pub fn run<'py>(
+    py: Python<'py>,
+    x: PyReadonlyArray2<'py, f32>,
+    mu: PyReadonlyArray1<'py, f32>,
+    sigma: PyReadonlyArray1<'py, f32>,
+    step_size: f32,
+    seed: u64,
+    first_step: u64,
+    steps: u64,
+    thin: u64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (shape, target) = problem(&x, &mu, &sigma)?;
+    let config = StepConfig::new(step_size, seed).map_err(to_py)?;
+    if thin > steps {
+        return Err(PyValueError::new_err(format!(
+            "thin = {thin} is larger than steps = {steps}: nothing would be saved"
+        )));
+    }
+    let saves = steps.checked_div(thin).unwrap_or(0);
+    let trace_len = usize::try_from(saves)
+        .ok()
+        .and_then(|s| s.checked_mul(shape.len()))
+        .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
+    let x = contiguous("x", &x)?;
+    let (out, trace) = py
+        .detach(|| {
+            let mut trace = Vec::new();
+            trace
+                .try_reserve_exact(trace_len)
+                .map_err(|_| fused_mh::Error::HostOutOfMemory {
+                    what: "trace",
+                    bytes: 4 * trace_len,
+                })?;
+            let out = cpu::run_chains(
+                x,
+                shape,
+                &target,
+                &config,
+                first_step,
+                steps,
+                thin,
+                None,
+                &mut |_, state| {
+                    trace.extend_from_slice(state);
+                    Ok(())
+                },
+                &mut |_| {},
+            )?;
+            Ok::<_, fused_mh::Error>((out, trace))
+        })
+        .map_err(to_py)?;
+    let (b, d) = (shape.batch(), shape.dim());
+    let array = |v: Vec<f32>| Array2::from_shape_vec((b, d), v);
+    let bad = |e: numpy::ndarray::ShapeError| PyValueError::new_err(e.to_string());
+    let result = PyDict::new(py);
+    result.set_item("x", array(out.x).map_err(bad)?.into_pyarray(py))?;
+    result.set_item("accepted_count", out.accepted.into_pyarray(py))?;
+    result.set_item("nonfinite_count", out.nonfinite.into_pyarray(py))?;
+    let moments = |v: Vec<f64>| Array2::from_shape_vec((b, d), v);
+    result.set_item("mean", moments(out.mean).map_err(bad)?.into_pyarray(py))?;
+    result.set_item("var", moments(out.var).map_err(bad)?.into_pyarray(py))?;
+    if thin > 0 {
+        let trace =
+            numpy::ndarray::Array3::from_shape_vec((saves as usize, b, d), trace).map_err(bad)?;
+        result.set_item("trace", trace.into_pyarray(py))?;
+    }
+    result.set_item("steps", out.steps)?;
+    Ok(result)
+}

@@ -1,0 +1,23 @@
+//! The library's errors as Python exceptions: bad values and shapes are `ValueError`, a
+//! missing GPU or a driver failure is `RuntimeError` (the message is the library's either way).
+
+use fused_mh::Error;
+use pyo3::PyErr;
+use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
+
+/// The exception for `e`.
+pub fn to_py(e: Error) -> PyErr {
+    let message = e.to_string();
+    match e {
+        Error::NoDriver
+        | Error::NoDevice { .. }
+        | Error::PtxTooNew { .. }
+        | Error::MissingKernel(_)
+        | Error::Driver(_)
+        | Error::Stopped => PyRuntimeError::new_err(message),
+        Error::HostOutOfMemory { .. } | Error::OutOfMemory { .. } => {
+            PyMemoryError::new_err(message)
+        }
+        _ => PyValueError::new_err(message),
+    }
+}

@@ -1,0 +1,436 @@
+//! CUDA tensors by DLPack, stepped in place on the caller's stream.
+//!
+//! The Python side hands over DLPack capsules (`torch.utils.dlpack.to_dlpack`) of `x` and of
+//! outputs it allocated in its own framework (so they come back as that framework's tensors),
+//! and the stream it works on. [`dlpark`] reads the capsules (its `SafeManagedTensor` owns each
+//! capsule's tensor and calls its producer's deleter when dropped; `pyo3-dlpack` was the
+//! other candidate, and dlpark is the one with both the legacy and the versioned layouts and a
+//! release history behind it). This file checks what DLPack says of each tensor (device,
+//! dtype, shape, C order) and passes the addresses to `Gpu::step_borrowed`.
+
+use cudarc::driver::{CudaSlice, DevicePtr};
+use dlpark::SafeManagedTensor;
+use dlpark::ffi::{DataTypeCode, DeviceType};
+use dlpark::prelude::TensorView;
+use dlpark::traits::{RowMajorCompactLayout, TensorLike};
+use fused_mh::{Borrowed, BorrowedDraws, BorrowedStep, DeviceTarget, Gpu, Shape};
+use numpy::PyReadonlyArray1;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyCapsule;
+
+use crate::errors::to_py;
+
+/// An open GPU (`fused_mh::Gpu` on the device's primary context, the one PyTorch and JAX use).
+#[pyclass(frozen)]
+pub struct Device {
+    gpu: Gpu,
+    ordinal: usize,
+}
+
+/// A target uploaded to a [`Device`]: `mu` and `1 / sigma^2`.
+#[pyclass(frozen)]
+pub struct Target {
+    target: DeviceTarget,
+    dim: usize,
+}
+
+/// What a tensor must be: its role (for messages), its element type, and its shape (`None`:
+/// any size in that dimension).
+struct Expect<'a> {
+    what: &'a str,
+    dtype: &'a [(DataTypeCode, u8)],
+    dtype_name: &'a str,
+    shape: &'a [Option<usize>],
+}
+
+/// The tensor in a DLPack capsule, checked against `expect` and the device: the owner (keep it
+/// until the launch is queued), its shape and its address.
+fn borrow(
+    capsule: &Bound<'_, PyAny>,
+    expect: &Expect<'_>,
+    ordinal: usize,
+) -> PyResult<(SafeManagedTensor, Vec<usize>, Borrowed)> {
+    let what = expect.what;
+    let is_dltensor = capsule
+        .cast::<PyCapsule>()
+        .ok()
+        .and_then(|c| c.name().ok().flatten())
+        // SAFETY: the name of a live capsule, read at once (a capsule's name outlives it).
+        .map(|n| unsafe { n.as_cstr() }.to_bytes() == b"dltensor")
+        .unwrap_or(false);
+    if !is_dltensor {
+        return Err(PyTypeError::new_err(format!(
+            "{what}: expected an unused DLPack capsule (tensor.__dlpack__())"
+        )));
+    }
+    let tensor: SafeManagedTensor = capsule.extract()?;
+    let device = tensor.device();
+    if device.device_type != DeviceType::Cuda || device.device_id as usize != ordinal {
+        return Err(PyValueError::new_err(format!(
+            "{what} is on {:?} {}, the step runs on CUDA device {ordinal}",
+            device.device_type, device.device_id
+        )));
+    }
+    let dtype = tensor.data_type();
+    if dtype.lanes != 1 || !expect.dtype.contains(&(dtype.code, dtype.bits)) {
+        return Err(PyTypeError::new_err(format!(
+            "{what} has dtype {:?}{}, the step needs {}",
+            dtype.code, dtype.bits, expect.dtype_name
+        )));
+    }
+    let shape: Vec<usize> = tensor.shape().iter().map(|&n| n as usize).collect();
+    let fits = shape.len() == expect.shape.len()
+        && shape
+            .iter()
+            .zip(expect.shape)
+            .all(|(&n, e)| e.is_none_or(|e| e == n));
+    if !fits {
+        let want: Vec<String> = expect
+            .shape
+            .iter()
+            .map(|e| e.map_or("any".to_string(), |n| n.to_string()))
+            .collect();
+        return Err(PyValueError::new_err(format!(
+            "{what} has shape {shape:?}, the step needs [{}]",
+            want.join(", ")
+        )));
+    }
+    if let Some(strides) = tensor.strides() {
+        // C order: the last stride 1, each one before it the product of the sizes after it
+        // (sizes of 1 may carry any stride).
+        let mut want = 1i64;
+        for (&s, &n) in strides.iter().zip(&shape).rev() {
+            if n > 1 && s != want {
+                return Err(PyValueError::new_err(format!(
+                    "{what} is not contiguous (strides {strides:?}): pass {what}.contiguous()"
+                )));
+            }
+            want *= n as i64;
+        }
+    }
+    let ptr = tensor.data_ptr() as u64 + tensor.byte_offset() as u64;
+    let len = shape.iter().product();
+    Ok((tensor, shape, Borrowed { ptr, len }))
+}
+
+const F32: &[(DataTypeCode, u8)] = &[(DataTypeCode::Float, 32)];
+const FLAGS: &[(DataTypeCode, u8)] = &[(DataTypeCode::Bool, 8), (DataTypeCode::UInt, 8)];
+
+#[pymethods]
+impl Device {
+    /// Opens CUDA device `ordinal`.
+    #[new]
+    fn new(ordinal: usize) -> PyResult<Self> {
+        Ok(Self {
+            gpu: Gpu::open(ordinal).map_err(to_py)?,
+            ordinal,
+        })
+    }
+
+    /// The device's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.gpu.name().to_string()
+    }
+
+    /// Uploads a target (`mu[dim]`, `sigma[dim]`, float32 NumPy arrays; checked as the library
+    /// checks them) and waits for the copy, so that any stream may use it.
+    fn target(
+        &self,
+        mu: PyReadonlyArray1<'_, f32>,
+        sigma: PyReadonlyArray1<'_, f32>,
+    ) -> PyResult<Target> {
+        let values = |what: &str, a: &PyReadonlyArray1<'_, f32>| {
+            a.as_slice()
+                .map(<[f32]>::to_vec)
+                .map_err(|_| PyValueError::new_err(format!("{what} is not contiguous")))
+        };
+        let target =
+            fused_mh::Target::new(values("mu", &mu)?, values("sigma", &sigma)?).map_err(to_py)?;
+        let uploaded = self.gpu.upload_target(&target).map_err(to_py)?;
+        self.gpu.synchronize().map_err(to_py)?;
+        Ok(Target {
+            target: uploaded,
+            dim: target.dim(),
+        })
+    }
+
+    /// One step of `x[B, dim]` (float32) into `x_new[B, dim]` (float32) and `accepted[B]`
+    /// (bool or uint8), all DLPack capsules of CUDA tensors on this device, queued on `stream`
+    /// (a `CUstream` address; 0 is the legacy default stream). With `noise` and `uniform`
+    /// (capsules of `[B, dim]` and `[B]` float32) the caller's random numbers; else drawn in
+    /// the kernel from `(seed, step)`.
+    #[pyo3(signature = (stream, x, x_new, accepted, target, step_size, seed=0, step=0, noise=None, uniform=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &self,
+        stream: usize,
+        x: &Bound<'_, PyAny>,
+        x_new: &Bound<'_, PyAny>,
+        accepted: &Bound<'_, PyAny>,
+        target: &Target,
+        step_size: f32,
+        seed: u64,
+        step: u64,
+        noise: Option<&Bound<'_, PyAny>>,
+        uniform: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        let inputs = self.inputs(x, target, (seed, step), noise, uniform)?;
+        let (batch, dim) = (inputs.shape.batch(), inputs.shape.dim());
+        let state_shape = [Some(batch), Some(dim)];
+        let states = Expect {
+            what: "x_new",
+            dtype: F32,
+            dtype_name: "float32",
+            shape: &state_shape,
+        };
+        let (_x_new, _, x_new) = borrow(x_new, &states, self.ordinal)?;
+        let flags = Expect {
+            what: "accepted",
+            dtype: FLAGS,
+            dtype_name: "bool (or uint8)",
+            shape: &[Some(batch)],
+        };
+        let (_accepted, _, accepted) = borrow(accepted, &flags, self.ordinal)?;
+        let buffers = BorrowedStep {
+            x: inputs.x,
+            x_new,
+            accepted,
+        };
+        // SAFETY: `stream` is the caller's stream of this device (the Python side passes
+        // `torch.cuda.current_stream(index).cuda_stream`, on the primary context); every
+        // address comes from a DLPack tensor checked to be on this CUDA device with the length
+        // passed, and its owner (`inputs.owners`, `_x_new`, `_accepted`) is alive until the
+        // launch is queued; after that the caller's framework keeps the memory alive, and
+        // frees it only in the stream's order.
+        unsafe {
+            self.gpu.step_borrowed(
+                stream as _,
+                inputs.shape,
+                &target.target,
+                step_size,
+                inputs.draws,
+                buffers,
+            )
+        }
+        .map_err(to_py)
+    }
+
+    /// [`Device::step`] into outputs this package allocates, for a framework that cannot lend
+    /// writable memory (JAX): runs on this device's own stream, waits for it (the outputs are
+    /// complete when they are handed over; a stream's wait, not the device's), and returns
+    /// `(x_new, accepted)` as [`Exported`] arrays (`__dlpack__`) for `jax.dlpack.from_dlpack`.
+    #[pyo3(signature = (x, target, step_size, seed=0, step=0, noise=None, uniform=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn step_to_new(
+        &self,
+        x: &Bound<'_, PyAny>,
+        target: &Target,
+        step_size: f32,
+        seed: u64,
+        step: u64,
+        noise: Option<&Bound<'_, PyAny>>,
+        uniform: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<(Exported, Exported)> {
+        let inputs = self.inputs(x, target, (seed, step), noise, uniform)?;
+        let shape = inputs.shape;
+        let x_new = self.alloc(4 * shape.len(), vec![shape.batch(), shape.dim()], F32[0])?;
+        let accepted = self.alloc(shape.batch(), vec![shape.batch()], FLAGS[0])?;
+        let stream = self.gpu.stream();
+        let buffers = BorrowedStep {
+            x: inputs.x,
+            x_new: Borrowed {
+                ptr: x_new.ptr,
+                len: shape.len(),
+            },
+            accepted: Borrowed {
+                ptr: accepted.ptr,
+                len: shape.batch(),
+            },
+        };
+        // SAFETY: this device's own stream; `x` and the noise as in `step`, their owners in
+        // `inputs` alive until the stream has finished (the synchronize below); the outputs
+        // are this package's allocations of exactly those lengths.
+        unsafe {
+            self.gpu.step_borrowed(
+                stream.cu_stream(),
+                shape,
+                &target.target,
+                step_size,
+                inputs.draws,
+                buffers,
+            )
+        }
+        .map_err(to_py)?;
+        stream.synchronize().map_err(|e| to_py(e.into()))?;
+        drop(inputs);
+        Ok((Exported::new(x_new)?, Exported::new(accepted)?))
+    }
+}
+
+/// What a step reads, checked: the shape, `x`, the draws, and the owners of the borrowed
+/// tensors (alive until the launch is queued).
+struct Inputs {
+    shape: Shape,
+    x: Borrowed,
+    draws: BorrowedDraws,
+    _owners: Vec<SafeManagedTensor>,
+}
+
+impl Device {
+    /// `x` (`[B, dim]` float32 with the target's `dim`) and the caller's noise if given.
+    fn inputs(
+        &self,
+        x: &Bound<'_, PyAny>,
+        target: &Target,
+        (seed, step): (u64, u64),
+        noise: Option<&Bound<'_, PyAny>>,
+        uniform: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Inputs> {
+        let any_batch = Expect {
+            what: "x",
+            dtype: F32,
+            dtype_name: "float32",
+            shape: &[None, Some(target.dim)],
+        };
+        let (x, x_shape, x_view) = borrow(x, &any_batch, self.ordinal)?;
+        let (batch, dim) = (x_shape[0], x_shape[1]);
+        let shape = Shape::new(batch, dim).map_err(to_py)?;
+        let mut owners = vec![x];
+        let draws = match (noise, uniform) {
+            (None, None) => BorrowedDraws::Philox { seed, step },
+            (Some(noise), Some(uniform)) => {
+                let states = Expect {
+                    what: "noise",
+                    dtype: F32,
+                    dtype_name: "float32",
+                    shape: &[Some(batch), Some(dim)],
+                };
+                let (n, _, noise) = borrow(noise, &states, self.ordinal)?;
+                let per_row = Expect {
+                    what: "uniform",
+                    dtype: F32,
+                    dtype_name: "float32",
+                    shape: &[Some(batch)],
+                };
+                let (u, _, uniform) = borrow(uniform, &per_row, self.ordinal)?;
+                owners.extend([n, u]);
+                BorrowedDraws::Caller { noise, uniform }
+            }
+            _ => {
+                return Err(PyValueError::new_err(
+                    "noise and uniform come together (or neither)",
+                ));
+            }
+        };
+        Ok(Inputs {
+            shape,
+            x: x_view,
+            draws,
+            _owners: owners,
+        })
+    }
+
+    /// `bytes` of uninitialized device memory for an output of `shape` and `dtype` (the step
+    /// writes every element).
+    fn alloc(
+        &self,
+        bytes: usize,
+        shape: Vec<usize>,
+        (code, bits): (DataTypeCode, u8),
+    ) -> PyResult<OwnedBuffer> {
+        // SAFETY: the memory is written in full by the step before anyone reads it.
+        let slice =
+            unsafe { self.gpu.stream().alloc::<u8>(bytes.max(1)) }.map_err(|e| to_py(e.into()))?;
+        let ptr = slice.device_ptr(self.gpu.stream()).0;
+        Ok(OwnedBuffer {
+            ptr,
+            _slice: slice,
+            shape: shape.into_iter().map(|n| n as i64).collect(),
+            dtype: dlpark::ffi::DataType {
+                code,
+                bits,
+                lanes: 1,
+            },
+            ordinal: self.ordinal,
+        })
+    }
+}
+
+/// Device memory this package allocated for an output, as DLPack describes it.
+struct OwnedBuffer {
+    ptr: u64,
+    _slice: CudaSlice<u8>,
+    shape: Vec<i64>,
+    dtype: dlpark::ffi::DataType,
+    ordinal: usize,
+}
+
+impl TensorLike<RowMajorCompactLayout> for OwnedBuffer {
+    type Error = dlpark::Error;
+    fn data_ptr(&self) -> *mut std::ffi::c_void {
+        self.ptr as *mut _
+    }
+    fn memory_layout(&self) -> RowMajorCompactLayout {
+        RowMajorCompactLayout::new(self.shape.clone())
+    }
+    fn device(&self) -> Result<dlpark::ffi::Device, Self::Error> {
+        Ok(dlpark::ffi::Device::cuda(self.ordinal))
+    }
+    fn data_type(&self) -> Result<dlpark::ffi::DataType, Self::Error> {
+        Ok(self.dtype)
+    }
+    fn byte_offset(&self) -> u64 {
+        0
+    }
+}
+
+/// An output array of [`Device::step_to_new`], for `jax.dlpack.from_dlpack` (or any DLPack
+/// consumer): `__dlpack__` hands its memory over once; the consumer's deleter frees it.
+#[pyclass(unsendable)]
+pub struct Exported {
+    tensor: std::cell::RefCell<Option<SafeManagedTensor>>,
+    ordinal: usize,
+    /// The device address of the memory (for a test that the consumer did not copy it).
+    #[pyo3(get)]
+    ptr: u64,
+}
+
+impl Exported {
+    fn new(buffer: OwnedBuffer) -> PyResult<Self> {
+        let (ordinal, ptr) = (buffer.ordinal, buffer.ptr);
+        let tensor = SafeManagedTensor::new(buffer)
+            .map_err(|e| PyValueError::new_err(format!("DLPack export: {e}")))?;
+        Ok(Self {
+            tensor: std::cell::RefCell::new(Some(tensor)),
+            ordinal,
+            ptr,
+        })
+    }
+}
+
+#[pymethods]
+impl Exported {
+    /// The DLPack capsule (once; the memory is complete already, so `stream` asks nothing).
+    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
+    fn __dlpack__<'py>(
+        &self,
+        py: Python<'py>,
+        stream: Option<Bound<'py, PyAny>>,
+        max_version: Option<Bound<'py, PyAny>>,
+        dl_device: Option<Bound<'py, PyAny>>,
+        copy: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let _ = (stream, max_version, dl_device, copy);
+        let tensor = self.tensor.borrow_mut().take().ok_or_else(|| {
+            pyo3::exceptions::PyBufferError::new_err("this array was handed over already")
+        })?;
+        tensor.into_pyobject(py)
+    }
+
+    /// `(kDLCUDA, ordinal)`.
+    fn __dlpack_device__(&self) -> (i32, i32) {
+        (DeviceType::Cuda as i32, self.ordinal as i32)
+    }
+}

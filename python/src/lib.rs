@@ -1,0 +1,27 @@
+//! `fused_mh._native`: the Rust side of the Python package. The `fused_mh` package (Python,
+//! `fused_mh/`) is what users import; it chooses between the two halves here by where the
+//! arrays live:
+//! - [`cpu`]: NumPy arrays, on the library's CPU reference (the same functions as the GPU
+//!   kernels, `fused_mh::cpu`);
+//! - [`gpu`]: CUDA tensors handed over by DLPack, stepped in place by the library's kernels on
+//!   the caller's stream.
+//!
+//! Every error of the library becomes a Python exception carrying its message ([`errors`]).
+
+use pyo3::prelude::*;
+
+mod cpu;
+mod errors;
+mod gpu;
+
+/// The module: its functions and classes.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(cpu::step, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu::step_with_noise, m)?)?;
+    m.add_function(wrap_pyfunction!(cpu::run, m)?)?;
+    m.add_class::<gpu::Device>()?;
+    m.add_class::<gpu::Target>()?;
+    m.add_class::<gpu::Exported>()?;
+    Ok(())
+}

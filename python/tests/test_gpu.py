@@ -1,0 +1,135 @@
+"""The package on PyTorch CUDA tensors (skipped without torch and a GPU): the GPU kernels in
+place, on the caller's stream, against the reference PyTorch module and `host run`."""
+
+import numpy as np
+import pytest
+
+import fused_mh
+from conftest import problem, readme_example, same_bits
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+
+class Reference(torch.nn.Module):
+    """The reference model, as the semantics state it (float32 on the GPU)."""
+
+    def __init__(self, mu, sigma, step_size):
+        super().__init__()
+        self.register_buffer("mu", torch.as_tensor(mu).cuda())
+        self.register_buffer("sigma", torch.as_tensor(sigma).cuda())
+        self.step_size = step_size
+
+    def log_pi(self, v):
+        return -0.5 * (((v - self.mu) / self.sigma) ** 2).sum(dim=-1)
+
+    def forward(self, x, noise=None, u=None):
+        noise = torch.randn_like(x) if noise is None else noise
+        u = torch.rand(x.shape[0], device=x.device) if u is None else u
+        proposal = x + self.step_size * noise
+        log_alpha = self.log_pi(proposal) - self.log_pi(x)
+        accepted = torch.log(torch.clamp(u, min=1e-10)) < log_alpha
+        return torch.where(accepted[:, None], proposal, x), accepted
+
+
+def cuda(a):
+    return torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+
+def test_caller_noise_equals_the_reference_module():
+    """Fed the same noise and uniforms, element by element: the decisions agree wherever
+    |log u - log alpha| exceeds float32's rounding of the two sums (1e-4 relative), and the
+    states agree to float32 rounding (the kernel's fused multiply-add against torch's
+    multiply then add: 1 ulp)."""
+    x, mu, sigma = problem(4096, 64, 1)
+    r = np.random.default_rng(2)
+    noise, u = r.standard_normal(x.shape).astype(np.float32), r.uniform(0, 1, 4096).astype(np.float32)
+    ref_x, ref_acc = Reference(mu, sigma, 0.15)(cuda(x), cuda(noise), cuda(u))
+    x_new, acc = fused_mh.step_with_noise(cuda(x), mu, sigma, 0.15, cuda(noise), cuda(u))
+    assert x_new.is_cuda and acc.dtype == torch.bool
+    p = x.astype(np.float64) + 0.15 * noise
+    lp = lambda v: -0.5 * (((v - mu) / sigma) ** 2).sum(axis=1)
+    log_alpha = lp(p) - lp(x.astype(np.float64))
+    clear = np.abs(log_alpha - np.log(np.maximum(u, 1e-10))) > 1e-4 * (1 + np.abs(log_alpha))
+    acc, ref_acc = acc.cpu().numpy(), ref_acc.cpu().numpy()
+    assert np.array_equal(acc[clear], ref_acc[clear]) and clear.sum() > 4000
+    same = acc == ref_acc
+    np.testing.assert_allclose(x_new.cpu().numpy()[same], ref_x.cpu().numpy()[same], rtol=2.5e-7, atol=1e-6)
+
+
+def test_in_kernel_steps_equal_host_run(tmp_path, host):
+    """Three calls of a Model on a CUDA tensor equal `host run --steps 3` on the GPU (the fused
+    kernel) with the same seed, bit for bit: one counter scheme everywhere."""
+    x, mu, sigma = problem(3000, 33, 3)
+    for name, a in {"x0": x, "mu": mu, "sigma": sigma}.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    out = host("--init", "x0.npy", "--mu", "mu.npy", "--sigma", "sigma.npy", "--steps", 3,
+               "--step-size", 0.3, "--seed", 21)
+    model = fused_mh.Model(33, step_size=0.3, seed=21)
+    model.mu, model.sigma = torch.from_numpy(mu).cuda(), sigma
+    state, total = cuda(x), np.zeros(3000, np.uint64)
+    for _ in range(3):
+        state, accepted = model(state)
+        total += accepted.cpu().numpy()
+    assert same_bits(state.cpu().numpy(), np.load(out / "x.npy"))
+    assert np.array_equal(total, np.load(out / "accepted_count.npy"))
+
+
+def test_the_output_is_the_memory_the_kernel_wrote(monkeypatch):
+    """x_new is the CUDA tensor allocated for it (poisoned with NaN first), written in full by
+    the kernel: no copy through the host or anywhere else."""
+    allocated = []
+    empty_like = torch.empty_like
+
+    def poisoned(t, **kw):
+        out = empty_like(t, **kw).fill_(float("nan"))
+        allocated.append(out.data_ptr())
+        return out
+
+    monkeypatch.setattr(torch, "empty_like", poisoned)
+    x, mu, sigma = problem(1000, 100, 4)
+    x_new, _ = fused_mh.Model(100, step_size=0.1)(cuda(x))
+    assert allocated == [x_new.data_ptr()] and x_new.is_cuda
+    assert not torch.isnan(x_new).any()
+
+
+def test_a_non_default_stream_is_respected():
+    """On a side stream, a step queued after a slow kernel that writes its input sees the
+    written input: the step runs on that stream, in its order (on another stream it would
+    read the input before the write)."""
+    x, mu, sigma = problem(65536, 64, 5)
+    model = fused_mh.Model(64, step_size=0.2, seed=9)
+    want, _ = fused_mh.Model(64, step_size=0.2, seed=9)(cuda(x))
+    side = torch.cuda.Stream()
+    target = torch.zeros(x.shape, device="cuda")
+    source = cuda(x)
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~25 ms of spinning on the side stream
+        target.copy_(source)
+        got, _ = model(target)
+    side.synchronize()
+    assert same_bits(got.cpu().numpy(), want.cpu().numpy())
+
+
+def test_bad_cuda_inputs_raise():
+    x, mu, sigma = problem(64, 8, 6)
+    model = fused_mh.Model(8)
+    with pytest.raises(TypeError, match="float32"):
+        model(cuda(x).double())
+    with pytest.raises(ValueError, match="contiguous"):
+        model(cuda(x.T.copy()).t())
+    with pytest.raises(ValueError, match="shape"):
+        fused_mh.Model(9)(cuda(x))
+    with pytest.raises(TypeError, match="CUDA tensors"):
+        fused_mh.step_with_noise(cuda(x), mu, sigma, 0.1, x, np.zeros(64, np.float32))
+    with pytest.raises(ValueError, match="sigma"):
+        fused_mh.step(cuda(x), mu, -sigma, 0.1)
+
+
+def test_the_readme_pytorch_example_runs(capsys):
+    """1000 steps of a million chains, as the README shows: the acceptance rate it prints is
+    a rate (sigma 2, step 0.1 in 64 dimensions: most proposals are accepted)."""
+    exec(readme_example(0), {})
+    assert 0.5 < float(capsys.readouterr().out) <= 1.0
