@@ -165,6 +165,26 @@ pub fn log_uniform(u: f32) -> f32 {
     }
 }
 
+/// A row's decision threshold, `-2 log u`: `accept(log_u, log_alpha(t))` is
+/// `below_threshold(t, threshold(log_u))`, with the multiplication by `-1/2` out of the step.
+/// The production kernels compute the threshold once per row (the fused kernel once per row
+/// and step, in the block that draws the uniforms `G` steps at a time) and compare each step's
+/// sum of terms with it: one instruction a step fewer than `accept`.
+#[inline(always)]
+pub fn threshold(log_u: f32) -> f32 {
+    -2.0 * log_u
+}
+
+/// The Metropolis decision from a row's sum of terms and its [`threshold`]: accept when
+/// `term_total < threshold`. The same decisions as [`accept`]`(log_u, log_alpha(term_total))`:
+/// multiplying by -2 or -1/2 is exact (and reverses the order) for every float32 here, except
+/// that `-1/2` times the smallest subnormal rounds to 0, so the two differ only for
+/// `term_total = -2^-149` with `log u = 0`. NaN anywhere never accepts.
+#[inline(always)]
+pub fn below_threshold(term_total: f32, threshold: f32) -> bool {
+    term_total < threshold
+}
+
 /// Whether `log alpha` is finite (not a NaN, not an infinity): one compare of its magnitude,
 /// false for a NaN.
 #[inline(always)]
@@ -222,6 +242,27 @@ mod tests {
         }
         for v in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
             assert!(!is_finite(v), "{v}");
+        }
+    }
+
+    /// `below_threshold` decides as `accept` on the values where decisions are made: sums of
+    /// every magnitude and sign against log uniforms from 0 to ln 1e-10, the infinities, NaN,
+    /// and the one pair where they differ.
+    #[test]
+    fn the_threshold_decides_as_accept() {
+        let specials = [0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN];
+        // Powers of two from the smallest subnormal to 2^127, times 1 and 1.37, both signs.
+        let scaled = (0..277u32).flat_map(|i| {
+            let p = f32::from_bits(1) * 2f32.powi(i as i32);
+            [p, -p, 1.37 * p, -1.37 * p]
+        });
+        let log_us = [0.0, -5.96e-8, -1e-3, -0.5, -1.0, -7.25, -23.02585, f32::NAN];
+        for t in specials.into_iter().chain(scaled) {
+            for &l in &log_us {
+                let (want, got) = (accept(l, log_alpha(t)), below_threshold(t, threshold(l)));
+                let the_exception = l == 0.0 && t == -f32::from_bits(1);
+                assert_eq!(want != got, the_exception, "sum {t:e}, log u {l}");
+            }
         }
     }
 

@@ -284,13 +284,15 @@ fn row_step(
         );
         chunk.copy_from_slice(&p[..chunk.len()]);
     }
-    let log_alpha = mh::log_alpha(mh::group_sum_emulated(&partials[..g]));
+    let term_total = mh::group_sum_emulated(&partials[..g]);
     let u = match draws {
         Draws::Philox { key, step } => rng::row_uniform(key, row as u32, step),
         Draws::Caller { uniform, .. } => uniform[row],
     };
     let log_u = mh::log_uniform(u);
-    let accepted = mh::accept(log_u, log_alpha);
+    // The kernels' form of `accept(log_u, log_alpha)` (see `mh::below_threshold`).
+    let accepted = mh::below_threshold(term_total, mh::threshold(log_u));
+    let log_alpha = mh::log_alpha(term_total);
     if !accepted {
         out.copy_from_slice(x);
     }

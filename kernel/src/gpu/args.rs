@@ -266,6 +266,7 @@ pub(crate) struct RowSlot {
     pub(crate) lane_in_group: usize,
     /// Lanes per group.
     pub(crate) g: usize,
-    /// `log(max(u, 1e-10))` of the row's acceptance uniform (meaningful only if `live`).
-    pub(crate) log_u: f32,
+    /// `mh::threshold` of `log(max(u, 1e-10))` of the row's acceptance uniform (meaningful only
+    /// if `live`).
+    pub(crate) threshold: f32,
 }

@@ -92,7 +92,7 @@ pub(crate) struct ChainArgs {
 ///
 /// Each step also counts the row's non-finite `log alpha` (a NaN or an infinity in the state or
 /// the proposal, or terms past float32's range; such a step never moves a chain): two
-/// instructions a step ([`count_not_finite`]), which cost 1.5 to 1.9 % of the RNG-bound
+/// instructions a step ([`count_not_finite`]), which cost 0.9 to 1.7 % of the RNG-bound
 /// launches on the H200 (`bench/NOTES.md` has the alternatives measured).
 ///
 /// # Safety
@@ -189,7 +189,7 @@ pub(crate) unsafe fn chain_rows<
         let mut m2 = [[0.0f32; 4]; Q];
         let mut count = 0u32;
         let mut nonfinite = 0u32;
-        let mut my_log_u = 0.0f32;
+        let mut my_threshold = 0.0f32;
         // The step of the launch after which the trace takes its next slot (never, with
         // `thin = 0`), and that slot: a compare per step instead of a division.
         let mut next_save = if chain.thin > 0 {
@@ -206,11 +206,11 @@ pub(crate) unsafe fn chain_rows<
             let in_round = j as usize & (lanes - 1);
             if in_round == 0 {
                 let ahead = j as usize + lane_in_row;
-                my_log_u = if live && ahead < chain.steps as usize {
-                    mh::log_uniform(
+                my_threshold = if live && ahead < chain.steps as usize {
+                    mh::threshold(mh::log_uniform(
                         rng::StepDraws::new(chain.key, step + lane_in_row as u64)
                             .row_uniform(row as u32),
-                    )
+                    ))
                 } else {
                     0.0
                 };
@@ -223,7 +223,7 @@ pub(crate) unsafe fn chain_rows<
                 g,
                 // SAFETY: every lane of the warp runs this loop (the row loop is uniform:
                 // lanes past the batch take part with `live = false`).
-                log_u: unsafe { shfl_idx(my_log_u, (group * lanes + in_round) as u32) },
+                threshold: unsafe { shfl_idx(my_threshold, (group * lanes + in_round) as u32) },
             };
             let mut ps = [[0.0f32; 4]; Q];
             let mut partial = 0.0f32;

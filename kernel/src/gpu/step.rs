@@ -194,14 +194,14 @@ pub(crate) unsafe fn decide(partial: f32, slot: RowSlot) -> Decision {
     let sum = unsafe { group_sum_loop(partial, slot.g) };
     Decision {
         accept: accept_sum(sum, slot),
-        finite: mh::is_finite(mh::log_alpha(sum)),
+        finite: mh::is_finite(sum),
     }
 }
 
 /// The decision from the group's summed terms. A row past the batch never accepts.
 #[inline(always)]
 pub(crate) fn accept_sum(sum: f32, slot: RowSlot) -> bool {
-    slot.live && mh::accept(slot.log_u, mh::log_alpha(sum))
+    slot.live && mh::below_threshold(sum, slot.threshold)
 }
 
 /// The body of every entry point.
@@ -282,9 +282,11 @@ pub(crate) unsafe fn step_tiles<
     // the shuffles inside them require.
     while tile.rows > 0 {
         // The log of the uniform, so that its cost too is shared by the tile.
-        let tile_log_u = if (lane as u32) < tile.rows {
+        let tile_threshold = if (lane as u32) < tile.rows {
             // SAFETY: the row is inside the batch.
-            mh::log_uniform(unsafe { noise.uniform(tile.first_row + lane) })
+            mh::threshold(mh::log_uniform(unsafe {
+                noise.uniform(tile.first_row + lane)
+            }))
         } else {
             0.0
         };
@@ -300,7 +302,7 @@ pub(crate) unsafe fn step_tiles<
                 g,
                 // SAFETY: every lane of the warp runs this loop: its bounds (`tile_rows`,
                 // `rows_at_once`) are the same in every lane.
-                log_u: unsafe { shfl_idx(tile_log_u, in_tile) },
+                threshold: unsafe { shfl_idx(tile_threshold, in_tile) },
             };
             let last_in_tile = first + rows_at_once >= tile_rows;
             // The warp's next row: the rest of this tile, then the next tile. (Streamed rows,
