@@ -115,6 +115,18 @@ fn borrow(
 }
 
 const F32: &[(DataTypeCode, u8)] = &[(DataTypeCode::Float, 32)];
+
+impl<'a> Expect<'a> {
+    /// A float32 tensor of `shape`.
+    fn f32(what: &'a str, shape: &'a [Option<usize>]) -> Self {
+        Expect {
+            what,
+            dtype: F32,
+            dtype_name: "float32",
+            shape,
+        }
+    }
+}
 const FLAGS: &[(DataTypeCode, u8)] = &[(DataTypeCode::Bool, 8), (DataTypeCode::UInt, 8)];
 
 #[pymethods]
@@ -179,12 +191,7 @@ impl Device {
         let inputs = self.inputs(x, target, (seed, step), noise, uniform)?;
         let (batch, dim) = (inputs.shape.batch(), inputs.shape.dim());
         let state_shape = [Some(batch), Some(dim)];
-        let states = Expect {
-            what: "x_new",
-            dtype: F32,
-            dtype_name: "float32",
-            shape: &state_shape,
-        };
+        let states = Expect::f32("x_new", &state_shape);
         let (_x_new, _, x_new) = borrow(x_new, &states, self.ordinal)?;
         let flags = Expect {
             what: "accepted",
@@ -288,33 +295,18 @@ impl Device {
         noise: Option<&Bound<'_, PyAny>>,
         uniform: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Inputs> {
-        let any_batch = Expect {
-            what: "x",
-            dtype: F32,
-            dtype_name: "float32",
-            shape: &[None, Some(target.dim)],
-        };
-        let (x, x_shape, x_view) = borrow(x, &any_batch, self.ordinal)?;
+        let any_batch = [None, Some(target.dim)];
+        let (x, x_shape, x_view) = borrow(x, &Expect::f32("x", &any_batch), self.ordinal)?;
         let (batch, dim) = (x_shape[0], x_shape[1]);
         let shape = Shape::new(batch, dim).map_err(to_py)?;
         let mut owners = vec![x];
         let draws = match (noise, uniform) {
             (None, None) => BorrowedDraws::Philox { seed, step },
             (Some(noise), Some(uniform)) => {
-                let states = Expect {
-                    what: "noise",
-                    dtype: F32,
-                    dtype_name: "float32",
-                    shape: &[Some(batch), Some(dim)],
-                };
-                let (n, _, noise) = borrow(noise, &states, self.ordinal)?;
-                let per_row = Expect {
-                    what: "uniform",
-                    dtype: F32,
-                    dtype_name: "float32",
-                    shape: &[Some(batch)],
-                };
-                let (u, _, uniform) = borrow(uniform, &per_row, self.ordinal)?;
+                let (states, per_row) = ([Some(batch), Some(dim)], [Some(batch)]);
+                let (n, _, noise) = borrow(noise, &Expect::f32("noise", &states), self.ordinal)?;
+                let uniform = borrow(uniform, &Expect::f32("uniform", &per_row), self.ordinal)?;
+                let (u, _, uniform) = uniform;
                 owners.extend([n, u]);
                 BorrowedDraws::Caller { noise, uniform }
             }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use fused_mh::{DeviceChains, DeviceTarget, Error, Gpu, Shape, cpu};
+use fused_mh::{ChainStats, DeviceChains, DeviceTarget, Error, Gpu, Shape, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -528,29 +528,22 @@ const DIAGNOSTICS_CASE: (usize, usize, u32, f64) = (1048576, 64, 100, 0.05);
 /// Times fused launches with moments at [`DIAGNOSTICS_CASE`], alone and each followed by the
 /// diagnostics as [`Gpu::run`] computes them.
 fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<AddedCost> {
-    let (batch, dim, k, target_fraction) = DIAGNOSTICS_CASE;
-    let inputs = inputs::generate(batch, dim, args.seed, false)?;
-    let target_dev = gpu.upload_target(&inputs.target)?;
-    let mut chains = gpu.upload_chains(&inputs.x, inputs.shape)?;
-    let mut stats = gpu.new_stats(inputs.shape, true)?;
-    let reps = (args.reps / 10).clamp(3, 20);
-    let launch = time_each(gpu, 2, reps, || {
-        Ok(gpu.steps(&mut chains, &target_dev, &inputs.config, k, &mut stats)?)
-    })?;
-    let both = time_each(gpu, 2, reps, || {
-        gpu.steps(&mut chains, &target_dev, &inputs.config, k, &mut stats)?;
-        gpu.diagnostics(&stats, &target_dev, 1)?;
-        Ok(())
-    })?;
-    Ok(AddedCost {
-        batch,
-        dim,
-        steps_per_launch: k,
-        launch,
-        launch_with: both,
-        fraction: both.median_us / launch.median_us - 1.0,
-        target_fraction,
-    })
+    let (_, dim, k, _) = DIAGNOSTICS_CASE;
+    let inputs = inputs::generate(DIAGNOSTICS_CASE.0, dim, args.seed, false)?;
+    added_cost(
+        gpu,
+        args,
+        DIAGNOSTICS_CASE,
+        &inputs,
+        true,
+        |gpu, run, with| {
+            gpu.steps(run.chains, run.target, &inputs.config, k, run.stats)?;
+            if with {
+                gpu.diagnostics(run.stats, run.target, 1)?;
+            }
+            Ok(())
+        },
+    )
 }
 
 /// The shape the per-dimension scales' cost is measured at, and its target: after a
@@ -559,29 +552,52 @@ fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<AddedCost> {
 const SCALES_CASE: (usize, usize, u32, f64) = (1048576, 64, 100, 0.01);
 
 /// Times fused launches at [`SCALES_CASE`] with the step size alone and with scales (all 1:
-/// the same results, the `_scaled` kernel), alternating in one loop so that both see the same
-/// clocks.
+/// the same results, the `_scaled` kernel).
 fn scales_cost(gpu: &Gpu, args: &BenchArgs) -> Result<AddedCost> {
-    let (batch, dim, k, target_fraction) = SCALES_CASE;
-    let inputs = inputs::generate(batch, dim, args.seed, false)?;
-    let target_dev = gpu.upload_target(&inputs.target)?;
-    let mut chains = gpu.upload_chains(&inputs.x, inputs.shape)?;
-    let mut stats = gpu.new_stats(inputs.shape, false)?;
+    let (_, dim, k, _) = SCALES_CASE;
+    let inputs = inputs::generate(SCALES_CASE.0, dim, args.seed, false)?;
     let scaled = inputs.config.clone().with_scales(&vec![1.0; dim])?;
+    added_cost(gpu, args, SCALES_CASE, &inputs, false, |gpu, run, with| {
+        let config = if with { &scaled } else { &inputs.config };
+        Ok(gpu.steps(run.chains, run.target, config, k, run.stats)?)
+    })
+}
+
+/// What [`added_cost`]'s launches work on.
+struct CostRun<'a> {
+    chains: &'a mut DeviceChains,
+    target: &'a DeviceTarget,
+    stats: &'a mut ChainStats,
+}
+
+/// Times `launch(.., with = false)` and `launch(.., with = true)` on the chains of `inputs`
+/// (with the running moments if `moments`), each a few times after warm-up, and compares them.
+fn added_cost(
+    gpu: &Gpu,
+    args: &BenchArgs,
+    (batch, dim, k, target_fraction): (usize, usize, u32, f64),
+    inputs: &Inputs,
+    moments: bool,
+    mut launch: impl FnMut(&Gpu, &mut CostRun<'_>, bool) -> Result<()>,
+) -> Result<AddedCost> {
+    let target = gpu.upload_target(&inputs.target)?;
+    let mut chains = gpu.upload_chains(&inputs.x, inputs.shape)?;
+    let mut stats = gpu.new_stats(inputs.shape, moments)?;
+    let mut run = CostRun {
+        chains: &mut chains,
+        target: &target,
+        stats: &mut stats,
+    };
     let reps = (args.reps / 10).clamp(3, 20);
-    let launch = time_each(gpu, 2, reps, || {
-        Ok(gpu.steps(&mut chains, &target_dev, &inputs.config, k, &mut stats)?)
-    })?;
-    let with = time_each(gpu, 2, reps, || {
-        Ok(gpu.steps(&mut chains, &target_dev, &scaled, k, &mut stats)?)
-    })?;
+    let alone = time_each(gpu, 2, reps, || launch(gpu, &mut run, false))?;
+    let with = time_each(gpu, 2, reps, || launch(gpu, &mut run, true))?;
     Ok(AddedCost {
         batch,
         dim,
         steps_per_launch: k,
-        launch,
+        launch: alone,
         launch_with: with,
-        fraction: with.median_us / launch.median_us - 1.0,
+        fraction: with.median_us / alone.median_us - 1.0,
         target_fraction,
     })
 }

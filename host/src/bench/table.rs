@@ -1,10 +1,11 @@
 //! The benchmark's human report.
 
-use super::Report;
+use std::fmt::Write as _;
+
+use super::{AddedCost, Report};
 
 /// The human report: the table of configurations, the launch-bound figure, the fused rows.
 pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
-    use std::fmt::Write as _;
     let mut out = String::new();
     if let Some(c) = report.copy_gbps {
         writeln!(
@@ -113,42 +114,39 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
         )?;
     }
     if let Some(d) = &report.diagnostics_cost {
-        writeln!(
-            out,
-            "diagnostics after each launch, {}x{}, K = {}, with moments: {:.1} us/launch, {:.1} with \
-             the diagnostics (+{:.1} %, target <= {:.0} %: {})",
-            d.batch,
-            d.dim,
-            d.steps_per_launch,
-            d.launch.median_us,
-            d.launch_with.median_us,
-            100.0 * d.fraction,
-            100.0 * d.target_fraction,
-            if d.fraction <= d.target_fraction {
-                "met"
-            } else {
-                "MISSED"
-            }
-        )?;
+        let what = "diagnostics after each launch";
+        added_cost_line(&mut out, what, "with moments", "with the diagnostics", d)?;
     }
     if let Some(d) = &report.scales_cost {
-        writeln!(
-            out,
-            "per-dimension proposal scales, {}x{}, K = {}: {:.1} us/launch with the step size, \
-             {:.1} with scales ({:+.1} %, target <= {:.0} %: {})",
-            d.batch,
-            d.dim,
-            d.steps_per_launch,
-            d.launch.median_us,
-            d.launch_with.median_us,
-            100.0 * d.fraction,
-            100.0 * d.target_fraction,
-            if d.fraction <= d.target_fraction {
-                "met"
-            } else {
-                "MISSED"
-            }
-        )?;
+        let what = "per-dimension proposal scales";
+        added_cost_line(&mut out, what, "with the step size", "with scales", d)?;
     }
     Ok(out)
+}
+
+/// One line of what something added to a fused launch costs, and whether that met its target.
+fn added_cost_line(
+    out: &mut String,
+    what: &str,
+    alone: &str,
+    with: &str,
+    d: &AddedCost,
+) -> std::fmt::Result {
+    writeln!(
+        out,
+        "{what}, {}x{}, K = {}: {:.1} us/launch {alone}, {:.1} {with} ({:+.1} %, target <= \
+         {:.0} %: {})",
+        d.batch,
+        d.dim,
+        d.steps_per_launch,
+        d.launch.median_us,
+        d.launch_with.median_us,
+        100.0 * d.fraction,
+        100.0 * d.target_fraction,
+        if d.fraction <= d.target_fraction {
+            "met"
+        } else {
+            "MISSED"
+        }
+    )
 }
