@@ -155,6 +155,13 @@ impl ChainStats {
         })
     }
 
+    /// The running moments as they are on the device, for handing over (the statistics are
+    /// done with): each chain's means and sums of squared deviations, `[batch, dim]` f64 (the
+    /// variances are the sums over [`Self::steps`]); None if the moments were not asked for.
+    pub fn into_moments(self) -> Option<(CudaSlice<f64>, CudaSlice<f64>)> {
+        self.moments
+    }
+
     /// The mean of each chain's states over the steps, `[batch, dim]` (None if the moments
     /// were not asked for).
     pub fn means(&self) -> Result<Option<Vec<f64>>> {

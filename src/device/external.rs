@@ -8,10 +8,10 @@
 //! shapes, the alignment the kernels' 16-byte loads need, and that `x_new` does not overlap
 //! `x`.
 
-use cudarc::driver::PushKernelArg;
 use cudarc::driver::sys::CUstream;
+use cudarc::driver::{CudaSlice, DevicePtrMut, PushKernelArg, result};
 
-use super::{Gpu, grid};
+use super::{DeviceChains, Gpu, grid, oom_or};
 use crate::dispatch::{self, Randomness};
 use crate::error::{Error, Result};
 use crate::problem::check_step_size;
@@ -131,6 +131,46 @@ impl Gpu {
         // its block, as for the library's own buffers.
         unsafe { launch.launch(grid(chosen)) }?;
         Ok(())
+    }
+}
+
+impl Gpu {
+    /// Chains whose states are a device-to-device copy of borrowed memory `x`
+    /// (`shape.len()` float32), queued on this library's stream: for a run of many steps on
+    /// another library's array ([`Gpu::run`] needs buffers it owns, two states and the flags).
+    /// The step counter starts at 0.
+    ///
+    /// # Safety
+    /// `x` addresses device memory of this GPU's context holding `x.len` floats, complete
+    /// (no work that writes it pending on any stream) and unchanged until the copy has run
+    /// (this library's stream's next synchronization).
+    pub unsafe fn chains_from_borrowed(&self, x: Borrowed, shape: Shape) -> Result<DeviceChains> {
+        check_borrowed("x", x, shape.len(), 4)?;
+        let mut states: CudaSlice<f32> = self.alloc("x", shape.len())?;
+        {
+            let (dst, _record) = states.device_ptr_mut(&self.stream);
+            // SAFETY: dst holds shape.len() floats (just allocated); the caller vouches for
+            // the source; both are on this context, and the copy is on this stream.
+            unsafe {
+                result::memcpy_dtod_async(dst, x.ptr, 4 * shape.len(), self.stream.cu_stream())
+            }
+            .map_err(|e| oom_or(e, "x", 4 * shape.len()))?;
+        }
+        Ok(DeviceChains {
+            x: states,
+            x_next: self.alloc("x_next", shape.len())?,
+            accepted: self.alloc("accepted", shape.batch())?,
+            shape,
+            step: 0,
+        })
+    }
+}
+
+impl DeviceChains {
+    /// The current states, `[batch, dim]` float32 on the device, for handing over (the
+    /// chains are done with).
+    pub fn into_states(self) -> CudaSlice<f32> {
+        self.x
     }
 }
 
