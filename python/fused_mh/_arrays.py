@@ -177,3 +177,41 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
         **extra,
     )
     return x_new, accepted
+
+
+def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch):
+    """`steps` steps of the GPU array `x` in the fused kernel (`Gpu::run`): the final states
+    and the per-chain means and variances come back in `x`'s framework on its device (float64
+    moments, as the CPU's), the counts and the trace as NumPy arrays."""
+    if is_cuda_tensor(x):
+        torch = torch_module()
+        import torch.utils.dlpack  # noqa: F401
+
+        if x.dtype != torch.float32:
+            raise TypeError(f"x has dtype {x.dtype}, the run needs torch.float32")
+        index = x.device.index
+        # The run copies x on the package's stream: what writes x must be done first.
+        torch.cuda.current_stream(index).synchronize()
+        capsule, back = torch.utils.dlpack.to_dlpack(x), torch.from_dlpack
+    else:
+        jax = jax_module()
+        if x.dtype != np.float32:
+            raise TypeError(f"x has dtype {x.dtype}, the run needs float32")
+        index = next(iter(x.devices())).local_hardware_id
+        x.block_until_ready()
+        capsule, back = x.__dlpack__(), jax.dlpack.from_dlpack
+    device = DEVICES.get(index)
+    out = device.run(
+        capsule,
+        target(device),
+        float(step_size),
+        int(seed),
+        int(first_step),
+        int(steps),
+        steps_per_launch=int(steps_per_launch),
+        thin=int(thin),
+    )
+    for name in ["x", "mean", "m2"]:
+        out[name] = back(out[name])
+    out["var"] = out.pop("m2") / out["steps"]
+    return out

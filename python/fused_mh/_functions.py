@@ -4,7 +4,7 @@ caller's), and a run of many steps with statistics."""
 import numpy as np
 
 from . import _native
-from ._arrays import gpu_step, is_gpu_array, like_input, to_numpy
+from ._arrays import gpu_run, gpu_step, is_gpu_array, like_input, to_numpy
 
 
 class _TargetCache:
@@ -62,18 +62,21 @@ def step_with_noise(x, mu, sigma, step_size, noise, uniform):
     return tuple(like_input(x, o) for o in out)
 
 
-def run(x, mu, sigma, step_size, steps, seed=0, first_step=0, thin=0):
-    """`steps` steps of every chain from step counter `first_step`, as `host run --cpu` runs
-    them, on NumPy arrays: a dict with the final states `x`, `accepted_count` and
-    `nonfinite_count` (uint64 per chain), each chain's `mean` and `var` over the steps,
-    `trace[steps // thin, B, dim]` when `thin > 0`, and `steps`."""
+def run(x, mu, sigma, step_size, steps, seed=0, first_step=0, thin=0, steps_per_launch=100):
+    """`steps` steps of every chain from step counter `first_step`, as `host run` runs them: a
+    dict with the final states `x`, `accepted_count` and `nonfinite_count` (uint64 per chain),
+    each chain's `mean` and `var` over the steps, `trace[steps // thin, B, dim]` when
+    `thin > 0`, and `steps`.
+
+    On NumPy arrays (or CPU tensors) this is the CPU reference, `host run --cpu`. On a CUDA
+    tensor or a JAX GPU array it is the fused kernel, `steps_per_launch` steps per launch, on a
+    device copy of `x` (`host run`): `x`, `mean` and `var` come back in the input's framework on
+    its device, the counts and the trace as NumPy arrays."""
     if is_gpu_array(x):
-        raise TypeError(
-            "run takes NumPy arrays (the CPU reference); for GPU arrays call a Model "
-            "repeatedly, or use host run"
-        )
+        target = _TargetCache(mu, sigma)
+        return gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch)
     mu, sigma = _target_arrays(mu, sigma)
-    return _native.run(
+    out = _native.run(
         to_numpy("x", x, 2),
         mu,
         sigma,
@@ -83,3 +86,5 @@ def run(x, mu, sigma, step_size, steps, seed=0, first_step=0, thin=0):
         int(steps),
         int(thin),
     )
+    out["x"] = like_input(x, out["x"])
+    return out

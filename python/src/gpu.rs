@@ -13,11 +13,14 @@ use dlpark::SafeManagedTensor;
 use dlpark::ffi::{DataTypeCode, DeviceType};
 use dlpark::prelude::TensorView;
 use dlpark::traits::{RowMajorCompactLayout, TensorLike};
-use fused_mh::{Borrowed, BorrowedDraws, BorrowedStep, DeviceTarget, Gpu, Shape};
-use numpy::PyReadonlyArray1;
+use fused_mh::{
+    Borrowed, BorrowedDraws, BorrowedStep, DeviceTarget, Gpu, RunPlan, Shape, StepConfig,
+};
+use numpy::ndarray::Array3;
+use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
+use pyo3::types::{PyCapsule, PyDict};
 
 use crate::errors::to_py;
 
@@ -131,13 +134,30 @@ const FLAGS: &[(DataTypeCode, u8)] = &[(DataTypeCode::Bool, 8), (DataTypeCode::U
 
 #[pymethods]
 impl Device {
-    /// Opens CUDA device `ordinal`.
+    /// Opens CUDA device `ordinal`, and lets its memory pool keep what is freed (as PyTorch's
+    /// caching allocator keeps it): `run` allocates its chains and moments each call, and
+    /// without this the driver hands the memory back at every synchronization and maps it
+    /// again on the next call.
     #[new]
     fn new(ordinal: usize) -> PyResult<Self> {
-        Ok(Self {
-            gpu: Gpu::open(ordinal).map_err(to_py)?,
-            ordinal,
-        })
+        let gpu = Gpu::open(ordinal).map_err(to_py)?;
+        let device = gpu.context().cu_device();
+        let mut pool = std::ptr::null_mut();
+        let mut keep = u64::MAX;
+        // SAFETY: the device of a live context; the attribute takes a u64 by pointer.
+        unsafe {
+            cudarc::driver::sys::cuDeviceGetDefaultMemPool(&mut pool, device)
+                .result()
+                .map_err(|e| to_py(e.into()))?;
+            cudarc::driver::sys::cuMemPoolSetAttribute(
+                pool,
+                cudarc::driver::sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut keep as *mut u64).cast(),
+            )
+            .result()
+            .map_err(|e| to_py(e.into()))?;
+        }
+        Ok(Self { gpu, ordinal })
     }
 
     /// The device's name.
@@ -274,6 +294,93 @@ impl Device {
         drop(inputs);
         Ok((Exported::new(x_new)?, Exported::new(accepted)?))
     }
+
+    /// `steps` steps of every chain of `x` (`[B, dim]` float32, a DLPack capsule of complete
+    /// data on this device) from step counter `first_step`, `steps_per_launch` at a time in
+    /// the fused kernel (`Gpu::run`, as `host run` does them), on a device copy of `x` (`x`
+    /// itself is not written). Returns a dict: on the device, as [`Exported`] arrays, `x` the
+    /// final states and each chain's running `mean` and `m2` (float64 `[B, dim]`, the sums of
+    /// squared deviations: the variances are `m2 / steps`); as NumPy arrays `accepted_count`
+    /// and `nonfinite_count` (uint64) and `trace` (`[steps / thin, B, dim]` float32, with
+    /// `thin > 0`); and `steps`.
+    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0))]
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+        target: &Target,
+        step_size: f32,
+        seed: u64,
+        first_step: u64,
+        steps: u64,
+        steps_per_launch: u32,
+        thin: u64,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let inputs = self.inputs(x, target, (seed, first_step), None, None)?;
+        let shape = inputs.shape;
+        let config = StepConfig::new(step_size, seed).map_err(to_py)?;
+        let plan = RunPlan {
+            thin,
+            ..RunPlan::new(steps, steps_per_launch)
+        };
+        let saves = usize::try_from(plan.saves())
+            .ok()
+            .and_then(|n| n.checked_mul(shape.len()))
+            .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
+        let (gpu, x_view) = (&self.gpu, inputs.x);
+        let (chains, stats, trace, ran) = py
+            .detach(|| {
+                let mut trace = Vec::new();
+                trace
+                    .try_reserve_exact(saves)
+                    .map_err(|_| fused_mh::Error::HostOutOfMemory {
+                        what: "trace",
+                        bytes: 4 * saves,
+                    })?;
+                // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
+                // Python side waited for its stream), its owner in `inputs` alive until after
+                // the run, which synchronizes after each launch.
+                let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
+                chains.set_step_counter(first_step);
+                let mut stats = gpu.new_stats(shape, true)?;
+                let ran = gpu.run(
+                    &mut chains,
+                    &target.target,
+                    &config,
+                    &plan,
+                    &mut stats,
+                    &mut |_| {},
+                    &mut |chunk| {
+                        trace.extend_from_slice(chunk.states);
+                        Ok(())
+                    },
+                )?;
+                Ok::<_, fused_mh::Error>((chains, stats, trace, ran))
+            })
+            .map_err(to_py)?;
+        drop(inputs);
+        let (b, d) = (shape.batch(), shape.dim());
+        let result = PyDict::new(py);
+        let counts = (stats.accepted_counts(), stats.nonfinite_counts());
+        result.set_item("accepted_count", counts.0.map_err(to_py)?.into_pyarray(py))?;
+        result.set_item("nonfinite_count", counts.1.map_err(to_py)?.into_pyarray(py))?;
+        if thin > 0 {
+            let n = trace.len() / shape.len();
+            let trace = Array3::from_shape_vec((n, b, d), trace)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            result.set_item("trace", trace.into_pyarray(py))?;
+        }
+        let (mean, m2) = stats
+            .into_moments()
+            .ok_or_else(|| PyValueError::new_err("the run kept no moments"))?;
+        let shape = vec![b as i64, d as i64];
+        result.set_item("x", self.export(chains.into_states(), shape.clone(), 32)?)?;
+        result.set_item("mean", self.export(mean, shape.clone(), 64)?)?;
+        result.set_item("m2", self.export(m2, shape, 64)?)?;
+        result.set_item("steps", ran)?;
+        Ok(result)
+    }
 }
 
 /// What a step reads, checked: the shape, `x`, the draws, and the owners of the borrowed
@@ -324,6 +431,28 @@ impl Device {
         })
     }
 
+    /// A float buffer of the library's, `[shape]` with `bits`-bit elements, as an [`Exported`]
+    /// array.
+    fn export<T: 'static>(
+        &self,
+        buffer: CudaSlice<T>,
+        shape: Vec<i64>,
+        bits: u8,
+    ) -> PyResult<Exported> {
+        let ptr = buffer.device_ptr(self.gpu.stream()).0;
+        Exported::new(OwnedBuffer {
+            ptr,
+            _owner: Box::new(buffer),
+            shape,
+            dtype: dlpark::ffi::DataType {
+                code: DataTypeCode::Float,
+                bits,
+                lanes: 1,
+            },
+            ordinal: self.ordinal,
+        })
+    }
+
     /// `bytes` of uninitialized device memory for an output of `shape` and `dtype` (the step
     /// writes every element).
     fn alloc(
@@ -338,7 +467,7 @@ impl Device {
         let ptr = slice.device_ptr(self.gpu.stream()).0;
         Ok(OwnedBuffer {
             ptr,
-            _slice: slice,
+            _owner: Box::new(slice),
             shape: shape.into_iter().map(|n| n as i64).collect(),
             dtype: dlpark::ffi::DataType {
                 code,
@@ -353,7 +482,8 @@ impl Device {
 /// Device memory this package allocated for an output, as DLPack describes it.
 struct OwnedBuffer {
     ptr: u64,
-    _slice: CudaSlice<u8>,
+    /// What frees the memory when dropped (a `CudaSlice`).
+    _owner: Box<dyn std::any::Any>,
     shape: Vec<i64>,
     dtype: dlpark::ffi::DataType,
     ordinal: usize,

@@ -76,6 +76,27 @@ def test_in_kernel_steps_equal_host_run(tmp_path, host):
     assert np.array_equal(total, np.load(out / "accepted_count.npy"))
 
 
+def test_run_equals_host_run(tmp_path, host):
+    """`run` on a CUDA tensor is `host run` (the fused kernel, 7 steps a launch): every
+    output equal bit for bit; `x` comes back a CUDA tensor, the input untouched."""
+    x, mu, sigma = problem(2000, 40, 7)
+    for name, a in {"x0": x, "mu": mu, "sigma": sigma}.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    out = host("--init", "x0.npy", "--mu", "mu.npy", "--sigma", "sigma.npy", "--steps", 30,
+               "--step-size", 0.25, "--seed", 5, "--steps-per-launch", 7, "--thin", 10)
+    xt = cuda(x)
+    r = fused_mh.run(xt, mu, sigma, 0.25, 30, seed=5, thin=10, steps_per_launch=7)
+    assert r["x"].is_cuda and r["steps"] == 30 and same_bits(xt.cpu().numpy(), x)
+    assert same_bits(r["x"].cpu().numpy(), np.load(out / "x.npy"))
+    assert r["mean"].is_cuda and r["var"].dtype == torch.float64
+    for name in ["accepted_count", "nonfinite_count", "trace"]:
+        assert same_bits(r[name], np.load(out / f"{name}.npy")), name
+    assert same_bits(r["mean"].cpu().numpy(), np.load(out / "mean.npy"))
+    # The variances are m2 / steps, divided by PyTorch on the device, which multiplies by the
+    # reciprocal: one more rounding than host run's division, so within 2 ulp (f64: 4.5e-16).
+    np.testing.assert_allclose(r["var"].cpu().numpy(), np.load(out / "var.npy"), rtol=4.5e-16)
+
+
 def test_the_output_is_the_memory_the_kernel_wrote(monkeypatch):
     """x_new is the CUDA tensor allocated for it (poisoned with NaN first), written in full by
     the kernel: no copy through the host or anywhere else."""

@@ -12,6 +12,8 @@ from conftest import problem, same_bits
 # JAX would take 75 % of the GPU's memory at import, which the other tests' PyTorch may need.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 jax = pytest.importorskip("jax")
+# The run's per-chain moments are float64, as everywhere in the package.
+jax.config.update("jax_enable_x64", True)
 jnp = jax.numpy
 if not any(d.platform == "gpu" for d in jax.devices()):
     pytest.skip("no JAX GPU", allow_module_level=True)
@@ -37,6 +39,21 @@ def test_in_kernel_steps_equal_host_run(tmp_path, host):
         total += np.asarray(accepted)
     assert same_bits(np.asarray(state), np.load(out / "x.npy"))
     assert np.array_equal(total, np.load(out / "accepted_count.npy"))
+
+
+def test_run_equals_host_run(tmp_path, host):
+    x, mu, sigma = problem(2000, 40, 18)
+    for name, a in {"x0": x, "mu": mu, "sigma": sigma}.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    out = host("--init", "x0.npy", "--mu", "mu.npy", "--sigma", "sigma.npy", "--steps", 30,
+               "--step-size", 0.25, "--seed", 6, "--steps-per-launch", 7)
+    r = fused_mh.run(gpu(x), mu, sigma, 0.25, 30, seed=6, steps_per_launch=7)
+    assert isinstance(r["x"], jax.Array) and next(iter(r["x"].devices())).platform == "gpu"
+    assert same_bits(np.asarray(r["x"]), np.load(out / "x.npy"))
+    for name in ["accepted_count", "nonfinite_count"]:
+        assert same_bits(r[name], np.load(out / f"{name}.npy")), name
+    for name in ["mean", "var"]:
+        assert same_bits(np.asarray(r[name]), np.load(out / f"{name}.npy")), name
 
 
 def test_caller_noise_equals_a_reference_in_jax():
