@@ -138,13 +138,7 @@ pub fn run<'py>(
     let x = contiguous("x", &x)?;
     let (out, trace) = py
         .detach(|| {
-            let mut trace = Vec::new();
-            trace
-                .try_reserve_exact(trace_len)
-                .map_err(|_| fused_mh::Error::HostOutOfMemory {
-                    what: "trace",
-                    bytes: 4 * trace_len,
-                })?;
+            let mut trace = fused_mh::host_memory::reserved("trace", trace_len)?;
             let out = cpu::run_chains(
                 x,
                 shape,

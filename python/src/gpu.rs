@@ -331,13 +331,7 @@ impl Device {
         let (gpu, x_view) = (&self.gpu, inputs.x);
         let (chains, stats, trace, ran) = py
             .detach(|| {
-                let mut trace = Vec::new();
-                trace
-                    .try_reserve_exact(saves)
-                    .map_err(|_| fused_mh::Error::HostOutOfMemory {
-                        what: "trace",
-                        bytes: 4 * saves,
-                    })?;
+                let mut trace = fused_mh::host_memory::reserved("trace", saves)?;
                 // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
                 // Python side waited for its stream), its owner in `inputs` alive until after
                 // the run, which synchronizes after each launch.
