@@ -35,7 +35,8 @@ def step(x, mu, sigma, step_size, seed=0, step=0):
 
     `x[B, dim]` float32: a NumPy array, a torch tensor or a JAX array (on the CPU: the CPU
     reference; on a GPU: the GPU kernels, reading `x` where it is). Returns `(x_new[B, dim] float32, accepted[B] bool)`
-    in the framework and on the device of `x`."""
+    in the framework and on the device of `x`. On a GPU each call uploads `mu` and `sigma`
+    again; a `Model` keeps them uploaded."""
     if is_gpu_array(x):
         return gpu_step(x, _TargetCache(mu, sigma), step_size, seed=seed, step=step)
     mu, sigma = _target_arrays(mu, sigma)

@@ -5,23 +5,23 @@
 //! and the stream it works on. [`dlpark`] reads the capsules (its `SafeManagedTensor` owns each
 //! capsule's tensor and calls its producer's deleter when dropped; `pyo3-dlpack` was the
 //! other candidate, and dlpark is the one with both the legacy and the versioned layouts and a
-//! release history behind it). This file checks what DLPack says of each tensor (device,
-//! dtype, shape, C order) and passes the addresses to `Gpu::step_borrowed`.
+//! release history behind it). [`crate::dlpack`] checks what DLPack says of each tensor
+//! (device, dtype, shape, C order); this file passes the addresses to `Gpu::step_borrowed`
+//! and `Gpu::run`.
 
 use cudarc::driver::{CudaSlice, DevicePtr};
 use dlpark::SafeManagedTensor;
-use dlpark::ffi::{DataTypeCode, DeviceType};
-use dlpark::prelude::TensorView;
-use dlpark::traits::{RowMajorCompactLayout, TensorLike};
+use dlpark::ffi::DataTypeCode;
 use fused_mh::{
     Borrowed, BorrowedDraws, BorrowedStep, DeviceTarget, Gpu, RunPlan, Shape, StepConfig,
 };
 use numpy::ndarray::Array3;
 use numpy::{IntoPyArray, PyReadonlyArray1};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyCapsule, PyDict};
+use pyo3::types::PyDict;
 
+use crate::dlpack::{Expect, Exported, F32, FLAGS, OwnedBuffer, borrow};
 use crate::errors::to_py;
 
 /// An open GPU (`fused_mh::Gpu` on the device's primary context, the one PyTorch and JAX use).
@@ -37,100 +37,6 @@ pub struct Target {
     target: DeviceTarget,
     dim: usize,
 }
-
-/// What a tensor must be: its role (for messages), its element type, and its shape (`None`:
-/// any size in that dimension).
-struct Expect<'a> {
-    what: &'a str,
-    dtype: &'a [(DataTypeCode, u8)],
-    dtype_name: &'a str,
-    shape: &'a [Option<usize>],
-}
-
-/// The tensor in a DLPack capsule, checked against `expect` and the device: the owner (keep it
-/// until the launch is queued), its shape and its address.
-fn borrow(
-    capsule: &Bound<'_, PyAny>,
-    expect: &Expect<'_>,
-    ordinal: usize,
-) -> PyResult<(SafeManagedTensor, Vec<usize>, Borrowed)> {
-    let what = expect.what;
-    let is_dltensor = capsule
-        .cast::<PyCapsule>()
-        .ok()
-        .and_then(|c| c.name().ok().flatten())
-        // SAFETY: the name of a live capsule, read at once (a capsule's name outlives it).
-        .map(|n| unsafe { n.as_cstr() }.to_bytes() == b"dltensor")
-        .unwrap_or(false);
-    if !is_dltensor {
-        return Err(PyTypeError::new_err(format!(
-            "{what}: expected an unused DLPack capsule (tensor.__dlpack__())"
-        )));
-    }
-    let tensor: SafeManagedTensor = capsule.extract()?;
-    let device = tensor.device();
-    if device.device_type != DeviceType::Cuda || device.device_id as usize != ordinal {
-        return Err(PyValueError::new_err(format!(
-            "{what} is on {:?} {}, the step runs on CUDA device {ordinal}",
-            device.device_type, device.device_id
-        )));
-    }
-    let dtype = tensor.data_type();
-    if dtype.lanes != 1 || !expect.dtype.contains(&(dtype.code, dtype.bits)) {
-        return Err(PyTypeError::new_err(format!(
-            "{what} has dtype {:?}{}, the step needs {}",
-            dtype.code, dtype.bits, expect.dtype_name
-        )));
-    }
-    let shape: Vec<usize> = tensor.shape().iter().map(|&n| n as usize).collect();
-    let fits = shape.len() == expect.shape.len()
-        && shape
-            .iter()
-            .zip(expect.shape)
-            .all(|(&n, e)| e.is_none_or(|e| e == n));
-    if !fits {
-        let want: Vec<String> = expect
-            .shape
-            .iter()
-            .map(|e| e.map_or("any".to_string(), |n| n.to_string()))
-            .collect();
-        return Err(PyValueError::new_err(format!(
-            "{what} has shape {shape:?}, the step needs [{}]",
-            want.join(", ")
-        )));
-    }
-    if let Some(strides) = tensor.strides() {
-        // C order: the last stride 1, each one before it the product of the sizes after it
-        // (sizes of 1 may carry any stride).
-        let mut want = 1i64;
-        for (&s, &n) in strides.iter().zip(&shape).rev() {
-            if n > 1 && s != want {
-                return Err(PyValueError::new_err(format!(
-                    "{what} is not contiguous (strides {strides:?}): pass {what}.contiguous()"
-                )));
-            }
-            want *= n as i64;
-        }
-    }
-    let ptr = tensor.data_ptr() as u64 + tensor.byte_offset() as u64;
-    let len = shape.iter().product();
-    Ok((tensor, shape, Borrowed { ptr, len }))
-}
-
-const F32: &[(DataTypeCode, u8)] = &[(DataTypeCode::Float, 32)];
-
-impl<'a> Expect<'a> {
-    /// A float32 tensor of `shape`.
-    fn f32(what: &'a str, shape: &'a [Option<usize>]) -> Self {
-        Expect {
-            what,
-            dtype: F32,
-            dtype_name: "float32",
-            shape,
-        }
-    }
-}
-const FLAGS: &[(DataTypeCode, u8)] = &[(DataTypeCode::Bool, 8), (DataTypeCode::UInt, 8)];
 
 #[pymethods]
 impl Device {
@@ -470,83 +376,5 @@ impl Device {
             },
             ordinal: self.ordinal,
         })
-    }
-}
-
-/// Device memory this package allocated for an output, as DLPack describes it.
-struct OwnedBuffer {
-    ptr: u64,
-    /// What frees the memory when dropped (a `CudaSlice`).
-    _owner: Box<dyn std::any::Any>,
-    shape: Vec<i64>,
-    dtype: dlpark::ffi::DataType,
-    ordinal: usize,
-}
-
-impl TensorLike<RowMajorCompactLayout> for OwnedBuffer {
-    type Error = dlpark::Error;
-    fn data_ptr(&self) -> *mut std::ffi::c_void {
-        self.ptr as *mut _
-    }
-    fn memory_layout(&self) -> RowMajorCompactLayout {
-        RowMajorCompactLayout::new(self.shape.clone())
-    }
-    fn device(&self) -> Result<dlpark::ffi::Device, Self::Error> {
-        Ok(dlpark::ffi::Device::cuda(self.ordinal))
-    }
-    fn data_type(&self) -> Result<dlpark::ffi::DataType, Self::Error> {
-        Ok(self.dtype)
-    }
-    fn byte_offset(&self) -> u64 {
-        0
-    }
-}
-
-/// An output array of [`Device::step_to_new`], for `jax.dlpack.from_dlpack` (or any DLPack
-/// consumer): `__dlpack__` hands its memory over once; the consumer's deleter frees it.
-#[pyclass(unsendable)]
-pub struct Exported {
-    tensor: std::cell::RefCell<Option<SafeManagedTensor>>,
-    ordinal: usize,
-    /// The device address of the memory (for a test that the consumer did not copy it).
-    #[pyo3(get)]
-    ptr: u64,
-}
-
-impl Exported {
-    fn new(buffer: OwnedBuffer) -> PyResult<Self> {
-        let (ordinal, ptr) = (buffer.ordinal, buffer.ptr);
-        let tensor = SafeManagedTensor::new(buffer)
-            .map_err(|e| PyValueError::new_err(format!("DLPack export: {e}")))?;
-        Ok(Self {
-            tensor: std::cell::RefCell::new(Some(tensor)),
-            ordinal,
-            ptr,
-        })
-    }
-}
-
-#[pymethods]
-impl Exported {
-    /// The DLPack capsule (once; the memory is complete already, so `stream` asks nothing).
-    #[pyo3(signature = (*, stream=None, max_version=None, dl_device=None, copy=None))]
-    fn __dlpack__<'py>(
-        &self,
-        py: Python<'py>,
-        stream: Option<Bound<'py, PyAny>>,
-        max_version: Option<Bound<'py, PyAny>>,
-        dl_device: Option<Bound<'py, PyAny>>,
-        copy: Option<Bound<'py, PyAny>>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        let _ = (stream, max_version, dl_device, copy);
-        let tensor = self.tensor.borrow_mut().take().ok_or_else(|| {
-            pyo3::exceptions::PyBufferError::new_err("this array was handed over already")
-        })?;
-        tensor.into_pyobject(py)
-    }
-
-    /// `(kDLCUDA, ordinal)`.
-    fn __dlpack_device__(&self) -> (i32, i32) {
-        (DeviceType::Cuda as i32, self.ordinal as i32)
     }
 }

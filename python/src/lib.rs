@@ -4,13 +4,14 @@
 //! - [`cpu`]: NumPy arrays, on the library's CPU reference (the same functions as the GPU
 //!   kernels, `fused_mh::cpu`);
 //! - [`gpu`]: CUDA tensors handed over by DLPack, stepped in place by the library's kernels on
-//!   the caller's stream.
+//!   the caller's stream ([`dlpack`]: the checks on what is lent, and the arrays lent out).
 //!
 //! Every error of the library becomes a Python exception carrying its message ([`errors`]).
 
 use pyo3::prelude::*;
 
 mod cpu;
+mod dlpack;
 mod errors;
 mod gpu;
 
@@ -22,6 +23,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cpu::run, m)?)?;
     m.add_class::<gpu::Device>()?;
     m.add_class::<gpu::Target>()?;
-    m.add_class::<gpu::Exported>()?;
+    m.add_class::<dlpack::Exported>()?;
     Ok(())
 }
