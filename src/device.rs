@@ -31,11 +31,10 @@ use crate::{PTX_MODULES, PtxModule};
 mod chain;
 mod diagnostics;
 mod external;
-pub use chain::{
-    COUNT_FOLD_STEPS, ChainStats, MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES,
-    TraceChunk,
-};
+mod stats;
+pub use chain::{MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk};
 pub use external::{Borrowed, BorrowedDraws, BorrowedStep};
+pub use stats::{COUNT_FOLD_STEPS, ChainStats};
 
 /// Where a launch's random numbers come from.
 enum Draws<'a> {

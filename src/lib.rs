@@ -36,6 +36,7 @@ pub mod dispatch;
 mod error;
 pub mod host_memory;
 mod problem;
+pub mod reach;
 
 pub use device::{
     Borrowed, BorrowedDraws, BorrowedStep, COUNT_FOLD_STEPS, ChainStats, DeviceChains, DeviceNoise,

@@ -5,6 +5,9 @@
 use fused_mh::diagnostics::{self, Diagnostics};
 use fused_mh::{Shape, StepConfig, Target, cpu};
 
+mod support;
+use support::nested_rhat_from_trace;
+
 /// `steps` steps of `batch` chains, in superchains of `m` chains that start at one point each,
 /// the superchains' points `spread` standard deviations apart; the diagnostics from the run's
 /// moments and every state of the trace.
@@ -41,53 +44,6 @@ fn run(batch: usize, m: usize, steps: u64, spread: f32) -> (Diagnostics, Vec<f32
     (d, trace, shape)
 }
 
-/// Nested R-hat straight from the draws, two passes in f64, written from the paper's
-/// definitions (independently of `diagnostics`).
-fn nested_rhat_from_trace(trace: &[f32], shape: Shape, m: usize, steps: usize) -> Vec<f64> {
-    let (batch, dim) = (shape.batch(), shape.dim());
-    let k = batch / m;
-    let draw = |s: usize, c: usize, d: usize| f64::from(trace[(s * batch + c) * dim + d]);
-    (0..dim)
-        .map(|d| {
-            let chain_mean =
-                |c: usize| (0..steps).map(|s| draw(s, c, d)).sum::<f64>() / steps as f64;
-            let chain_var = |c: usize| {
-                let mc = chain_mean(c);
-                (0..steps)
-                    .map(|s| (draw(s, c, d) - mc).powi(2))
-                    .sum::<f64>()
-                    / (steps - 1) as f64
-            };
-            let means: Vec<f64> = (0..batch).map(chain_mean).collect();
-            let super_means: Vec<f64> = (0..k)
-                .map(|s| means[s * m..(s + 1) * m].iter().sum::<f64>() / m as f64)
-                .collect();
-            let overall = super_means.iter().sum::<f64>() / k as f64;
-            let b = super_means
-                .iter()
-                .map(|x| (x - overall).powi(2))
-                .sum::<f64>()
-                / (k - 1) as f64;
-            let w = (0..k)
-                .map(|s| {
-                    let bt = if m > 1 {
-                        means[s * m..(s + 1) * m]
-                            .iter()
-                            .map(|x| (x - super_means[s]).powi(2))
-                            .sum::<f64>()
-                            / (m - 1) as f64
-                    } else {
-                        0.0
-                    };
-                    bt + (s * m..(s + 1) * m).map(chain_var).sum::<f64>() / m as f64
-                })
-                .sum::<f64>()
-                / k as f64;
-            (1.0 + b / w).sqrt()
-        })
-        .collect()
-}
-
 #[test]
 fn streaming_diagnostics_equal_the_two_pass_trace_computation() {
     for m in [1, 4] {
@@ -115,5 +71,58 @@ fn superchains_started_apart_converge() {
     assert!(
         late.min_ess() > 5000.0 && late.min_ess() < 64.0 * 20_000.0,
         "{late:?}"
+    );
+}
+
+/// A run's split diagnostics (`cpu::run_chains` with a plan) against the split computed from
+/// its full trace, at its last checkpoint: equal to f64 rounding (the Welford moments and the
+/// halves' merge against two passes; 1e-9 relative, as above). The run starts every chain at
+/// one point 10 standard deviations out: the unsplit R-hat of the same draws stays near 1,
+/// the split one sees the chains' common way in.
+#[test]
+fn split_diagnostics_equal_the_trace_and_see_a_shared_trend() {
+    let dim = 3;
+    let (batch, steps) = (64, 400);
+    let shape = Shape::new(batch, dim).unwrap();
+    let target = Target::new(vec![1.0, -2.0, 0.5], vec![1.0, 0.7, 1.4]).unwrap();
+    let x: Vec<f32> = (0..batch * dim)
+        .map(|i| target.mu()[i % dim] + 10.0 * target.sigma()[i % dim])
+        .collect();
+    let plan = fused_mh::DiagnosticsPlan {
+        superchain_size: 1,
+        until_rhat: None,
+        min_draws: 4,
+        schedule: diagnostics::SplitSchedule::ending_at(steps).unwrap(),
+    };
+    let mut trace = Vec::new();
+    let out = cpu::run_chains(
+        &x,
+        shape,
+        &target,
+        &StepConfig::new(0.9, 5).unwrap(),
+        0,
+        steps,
+        1,
+        Some(plan),
+        &mut |_, state| {
+            trace.extend_from_slice(state);
+            Ok(())
+        },
+        &mut |_| {},
+    )
+    .unwrap();
+    let d = out.diagnostics.expect("diagnostics at the last checkpoint");
+    assert_eq!(d.draws, steps);
+    let want = support::split_nested_rhat_from_trace(&trace, shape, 1, steps as usize);
+    for (got, want) in d.nested_rhat.iter().zip(&want) {
+        approx::assert_relative_eq!(*got, *want, max_relative = 1e-9);
+    }
+    let unsplit = nested_rhat_from_trace(&trace, shape, 1, steps as usize);
+    assert!(d.max_nested_rhat() > 1.1, "split {d:?}");
+    assert!(unsplit.iter().all(|&r| r < 1.01), "unsplit {unsplit:?}");
+    // Halves apart: the ESS is a small fraction of the 64 x 400 draws.
+    assert!(
+        d.min_ess() < 0.05 * (batch * steps as usize) as f64,
+        "{d:?}"
     );
 }

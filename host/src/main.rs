@@ -9,7 +9,8 @@
 //! Exit codes: 0 success (also when standard output is closed early by its reader: the
 //! results are complete); 1 an error, with one line on standard error naming the option or
 //! file and the problem; 2 a usage error found by the option parser (clap's convention);
-//! 128 + N when stopped by signal N (130 for Ctrl-C, 143 for `kill`), with nothing written.
+//! 128 + N when stopped by signal N (130 for Ctrl-C, 143 for `kill`), with nothing written;
+//! 3 when `host run --until-rhat` did not converge (the outputs are complete).
 
 mod bench;
 mod budget;
@@ -51,14 +52,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result: Result<()> = match cli.command {
+    let success = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
+    let result: Result<ExitCode> = match cli.command {
         Some(Command::Run(args)) => run::run(*args),
-        Some(Command::Bench(args)) => bench::run(args),
-        Some(Command::Lessons(args)) => lessons::run(args),
-        None => bench::run(cli.bench),
+        Some(Command::Bench(args)) => success(bench::run(args)),
+        Some(Command::Lessons(args)) => success(lessons::run(args)),
+        None => success(bench::run(cli.bench)),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         // The reader of standard output went away (`| head`): nothing is wrong.
         Err(e) if e.chain().any(|c| c.is::<console::StdoutClosed>()) => ExitCode::SUCCESS,
         Err(e) => {

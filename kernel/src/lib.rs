@@ -11,8 +11,8 @@
 //! Modules, in the order a reader meets them:
 //! [`philox`] (the random bits) → [`rng`] (which bits belong to which (row, step, element), and
 //! how they become uniforms and normals) → [`math`] (ln/sin/cos/sqrt per target) → [`mh`] (the
-//! step of one row) → `gpu` (the device layer in `gpu/device/`, then the kernels: the single
-//! step, the fused K-step kernel, the statistics).
+//! step of one row) → [`moments`] (running means and variances) → `gpu` (the device layer in
+//! `gpu/device/`, then the kernels: the single step, the fused K-step kernel, the statistics).
 #![no_std]
 // `core_float_math`: `core::f32::math::mul_add`, a fused multiply-add available without std.
 #![feature(core_float_math)]
@@ -26,6 +26,7 @@ extern crate std;
 
 pub mod math;
 pub mod mh;
+pub mod moments;
 pub mod philox;
 pub mod rng;
 

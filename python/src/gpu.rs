@@ -35,6 +35,8 @@ pub struct Device {
 #[pyclass(frozen)]
 pub struct Target {
     target: DeviceTarget,
+    /// The values on the host too (for the diagnostics' starting spread).
+    host: fused_mh::Target,
     dim: usize,
 }
 
@@ -91,6 +93,7 @@ impl Device {
         Ok(Target {
             target: uploaded,
             dim: target.dim(),
+            host: target,
         })
     }
 
@@ -228,6 +231,7 @@ impl Device {
         let config = StepConfig::new(step_size, seed).map_err(to_py)?;
         let plan = RunPlan {
             thin,
+            diagnostics: crate::diagnostics::plan(shape, steps),
             ..RunPlan::new(steps, steps_per_launch)
         };
         let saves = usize::try_from(plan.saves())
@@ -235,7 +239,7 @@ impl Device {
             .and_then(|n| n.checked_mul(shape.len()))
             .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
         let (gpu, x_view) = (&self.gpu, inputs.x);
-        let (chains, stats, trace, ran) = py
+        let (chains, stats, trace, ran, spread) = py
             .detach(|| {
                 let mut trace = fused_mh::host_memory::reserved("trace", saves)?;
                 // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
@@ -243,6 +247,7 @@ impl Device {
                 // the run, which synchronizes after each launch.
                 let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
                 chains.set_step_counter(first_step);
+                let spread = crate::diagnostics::spread(&chains.x()?, shape, target.host.sigma());
                 let mut stats = gpu.new_stats(shape, true)?;
                 let ran = gpu.run(
                     &mut chains,
@@ -256,7 +261,7 @@ impl Device {
                         Ok(())
                     },
                 )?;
-                Ok::<_, fused_mh::Error>((chains, stats, trace, ran))
+                Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread))
             })
             .map_err(to_py)?;
         drop(inputs);
@@ -271,8 +276,12 @@ impl Device {
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
             result.set_item("trace", trace.into_pyarray(py))?;
         }
-        let (mean, m2) = stats
-            .into_moments()
+        let diagnostics = crate::diagnostics::to_dict(py, stats.diagnostics(), spread)?;
+        result.set_item("diagnostics", diagnostics)?;
+        let (mean, m2) = self
+            .gpu
+            .merged_moments(stats)
+            .map_err(to_py)?
             .ok_or_else(|| PyValueError::new_err("the run kept no moments"))?;
         let shape = vec![b as i64, d as i64];
         result.set_item("x", self.export(chains.into_states(), shape.clone(), 32)?)?;

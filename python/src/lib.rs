@@ -6,11 +6,14 @@
 //! - [`gpu`]: CUDA tensors handed over by DLPack, stepped in place by the library's kernels on
 //!   the caller's stream ([`dlpack`]: the checks on what is lent, and the arrays lent out).
 //!
+//! [`diagnostics`] gives both the diagnostics of a run as `host run` reports them.
+//!
 //! Every error of the library becomes a Python exception carrying its message ([`errors`]).
 
 use pyo3::prelude::*;
 
 mod cpu;
+mod diagnostics;
 mod dlpack;
 mod errors;
 mod gpu;

@@ -1,11 +1,10 @@
 //! Many steps on the CPU with the statistics of a GPU run: the twin of `Gpu::run`.
 
-use rayon::prelude::*;
-
 use super::par_step_scaled;
+use crate::diagnostics::SplitMoments;
 use crate::error::Result;
 use crate::host_memory;
-use crate::{DiagnosticsPlan, Progress, Shape, StepConfig, Target};
+use crate::{Diagnostics, DiagnosticsPlan, Progress, Shape, StepConfig, Target};
 
 /// What [`run_chains`] returns: the final states and each chain's statistics over the run.
 #[derive(Clone, Debug)]
@@ -22,14 +21,18 @@ pub struct ChainsOutput {
     pub var: Vec<f64>,
     /// Steps run: `steps`, or fewer if the diagnostics plan stopped the run early.
     pub steps: u64,
+    /// The split diagnostics at the run's last checkpoint (None without a plan, or before
+    /// the first checkpoint).
+    pub diagnostics: Option<Diagnostics>,
 }
 
 /// `steps` steps from step counter `first_step` with the statistics of [`crate::Gpu::run`]
 /// (all cores), with the configuration's per-dimension scales if it has them: accepted and
-/// non-finite counts, running moments (Welford's update in f64, one step at a
-/// time), and every `thin`-th state handed to `on_trace(save_index, state)` (`thin = 0`:
-/// none). `on_progress` follows each step; every `diagnostics.every` steps it carries the
-/// convergence diagnostics, and the run stops there if the plan's early stop is met.
+/// non-finite counts, running moments (Welford's update in f64, one step at a time; split on
+/// the diagnostics plan's schedule, [`crate::diagnostics::split`]), and every `thin`-th state
+/// handed to `on_trace(save_index, state)` (`thin = 0`: none). `on_progress` follows each
+/// step; at each checkpoint of the plan it carries the convergence diagnostics, and the run
+/// stops there if the plan's early stop is met.
 #[allow(clippy::too_many_arguments)]
 pub fn run_chains(
     x: &[f32],
@@ -44,17 +47,16 @@ pub fn run_chains(
     on_progress: &mut dyn FnMut(&Progress<'_>),
 ) -> Result<ChainsOutput> {
     shape.check_len("x", x)?;
-    if let Some(d) = diagnostics {
-        crate::diagnostics::check_superchains(shape, d.superchain_size)?;
-    }
+    let mut moments =
+        SplitMoments::new(shape, diagnostics.map(|d| (d.superchain_size, d.schedule)))?;
     let mut x = host_memory::copied("states", x)?;
     let proposal_scales = config.proposal_scales(shape)?;
     let mut accepted = host_memory::filled("accepted counts", shape.batch(), 0u64)?;
     let mut nonfinite = host_memory::filled("non-finite counts", shape.batch(), 0u64)?;
-    let mut mean = host_memory::filled("means", shape.len(), 0f64)?;
-    let mut m2 = host_memory::filled("variances", shape.len(), 0f64)?;
-    for done in 1..=steps {
-        let step = first_step + done - 1;
+    let mut last = None;
+    let mut done = 0;
+    while done < steps {
+        let step = first_step + done;
         let out = par_step_scaled(&x, shape, target, config, proposal_scales.as_deref(), step)?;
         for (c, a) in accepted.iter_mut().zip(&out.accepted) {
             *c += u64::from(*a);
@@ -63,70 +65,41 @@ pub fn run_chains(
             *c += u64::from(!fused_mh_kernel::mh::is_finite(*a));
         }
         x = out.x_new;
-        let n = done as f64;
-        (&mut mean, &mut m2, &x)
-            .into_par_iter()
-            .for_each(|(m, s, &v)| {
-                let v = f64::from(v);
-                let delta = v - *m;
-                *m += delta / n;
-                *s += delta * (v - *m);
-            });
+        moments.push(&x);
+        done += 1;
         if thin > 0 && done % thin == 0 {
             on_trace(done / thin - 1, &x)?;
         }
-        let due =
-            diagnostics.filter(|d| done >= 2 && (done % d.every.max(1) == 0 || done == steps));
-        let found = match due {
-            Some(d) => {
-                let var: Vec<f64> = m2.par_iter().map(|s| s / n).collect();
-                let diagnostics = crate::diagnostics::from_chain_moments(
-                    shape,
-                    d.superchain_size,
-                    done,
-                    &mean,
-                    &var,
-                )?;
-                let total: u64 = accepted.iter().sum();
-                Some(crate::Diagnostics {
-                    acceptance_rate: Some(total as f64 / (n * shape.batch() as f64)),
-                    ..diagnostics
-                })
+        let found = moments.close_if_due(target.mu()).map(|d| {
+            let total: u64 = accepted.iter().sum();
+            Diagnostics {
+                acceptance_rate: Some(total as f64 / (done as f64 * shape.batch() as f64)),
+                ..d
             }
-            None => None,
-        };
+        });
         on_progress(&Progress {
             done,
             total: steps,
             diagnostics: found.as_ref(),
         });
-        if let (Some(plan), Some(d)) = (due, &found)
-            && plan.converged(d)
-        {
-            return Ok(finish(x, (accepted, nonfinite), mean, m2, done));
+        if let Some(d) = found {
+            let stop = diagnostics.is_some_and(|plan| plan.converged(&d));
+            last = Some(d);
+            if stop {
+                break;
+            }
         }
     }
-    Ok(finish(x, (accepted, nonfinite), mean, m2, steps))
-}
-
-/// The output of [`run_chains`] after `steps` steps (variances from the sums of squares).
-fn finish(
-    x: Vec<f32>,
-    (accepted, nonfinite): (Vec<u64>, Vec<u64>),
-    mean: Vec<f64>,
-    m2: Vec<f64>,
-    steps: u64,
-) -> ChainsOutput {
-    let n = steps.max(1) as f64;
-    let var = m2.into_iter().map(|s| s / n).collect();
-    ChainsOutput {
+    let (mean, var) = moments.into_mean_var();
+    Ok(ChainsOutput {
         x,
         accepted,
         nonfinite,
         mean,
         var,
-        steps,
-    }
+        steps: done,
+        diagnostics: last,
+    })
 }
 
 #[cfg(test)]

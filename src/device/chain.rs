@@ -15,10 +15,11 @@
 
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
+use super::stats::COUNT_FOLD_STEPS;
 use super::{Gpu, grid};
 use crate::dispatch::{self, Launch};
 use crate::error::{Error, Result};
-use crate::{DeviceChains, DeviceTarget, DiagnosticsPlan, Progress, Shape, StepConfig};
+use crate::{ChainStats, DeviceChains, DeviceTarget, Progress, Shape, StepConfig};
 
 /// The most chain-element updates (`batch * dim * K`) one fused launch may do: about 17
 /// billion, some 40 ms on an H200. Launches stay short so that a desktop GPU's watchdog never
@@ -27,163 +28,6 @@ pub const MAX_ELEMENT_STEPS_PER_LAUNCH: u64 = 1 << 34;
 
 /// The most bytes of thinned states held on the GPU between copies to the host.
 pub const TRACE_BUFFER_BYTES: usize = 256 << 20;
-
-/// Per-chain statistics of a run, on the GPU: always the accepted-step count of each chain and
-/// its count of non-finite steps (whose `log alpha` was a NaN or an infinity: the state or the
-/// proposal held one, or the terms overflowed; such a step never moves the chain); optionally
-/// (chosen at creation) the running mean and variance of each chain and coordinate.
-///
-/// The moments are kept in f64: each launch accumulates its `K` steps in registers (Welford's
-/// update in f32, over at most `K` values) and merges them into the f64 totals (Chan's formula
-/// for combining samples), so a run of any length keeps its precision.
-///
-/// The counts are 64-bit totals. The kernels add into a 32-bit count per chain (a 32-bit add
-/// keeps the fused kernel's code as fast as it is); before those could pass `u32::MAX`, that
-/// is after at most [`COUNT_FOLD_STEPS`] steps, they are folded into the 64-bit totals on
-/// the host ([`Self::fold_counts`]: one copy, every four billion steps).
-pub struct ChainStats {
-    pub(super) accepted: Counts,
-    pub(super) nonfinite: Counts,
-    /// Steps in the device's counts since the last fold (at most [`COUNT_FOLD_STEPS`]).
-    unfolded_steps: u64,
-    pub(super) moments: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
-    pub(super) shape: Shape,
-    pub(super) steps: u64,
-}
-
-/// One count per chain: the kernels' 32-bit counts since the last fold, and the 64-bit totals
-/// folded before them.
-pub(super) struct Counts {
-    pub(super) device: CudaSlice<u32>,
-    folded: Vec<u64>,
-    /// The sum of `folded`.
-    pub(super) folded_total: u64,
-}
-
-impl Counts {
-    fn new(gpu: &Gpu, what: &'static str, batch: usize) -> Result<Self> {
-        Ok(Self {
-            device: gpu.alloc(what, batch)?,
-            folded: crate::host_memory::filled(what, batch, 0)?,
-            folded_total: 0,
-        })
-    }
-
-    /// The totals (waits for queued work).
-    fn totals(&self) -> Result<Vec<u64>> {
-        let recent = self.device.stream().clone_dtoh(&self.device)?;
-        Ok(self
-            .folded
-            .iter()
-            .zip(recent)
-            .map(|(&total, c)| total + u64::from(c))
-            .collect())
-    }
-
-    fn set(&mut self, what: &'static str, counts: &[u64]) -> Result<()> {
-        crate::problem::check_len(what, self.folded.len(), counts.len())?;
-        self.folded.copy_from_slice(counts);
-        self.folded_total = counts.iter().sum();
-        self.zero_device()
-    }
-
-    fn fold(&mut self) -> Result<()> {
-        let recent = self.device.stream().clone_dtoh(&self.device)?;
-        for (total, c) in self.folded.iter_mut().zip(recent) {
-            *total += u64::from(c);
-            self.folded_total += u64::from(c);
-        }
-        self.zero_device()
-    }
-
-    fn zero_device(&mut self) -> Result<()> {
-        let stream = self.device.stream().clone();
-        Ok(stream.memset_zeros(&mut self.device)?)
-    }
-}
-
-/// The most steps the device's 32-bit counts take before [`ChainStats::fold_counts`]: a chain
-/// counts at most one step per step, so its counts cannot pass `u32::MAX`.
-pub const COUNT_FOLD_STEPS: u64 = u32::MAX as u64;
-
-impl ChainStats {
-    /// Steps these statistics cover.
-    pub fn steps(&self) -> u64 {
-        self.steps
-    }
-
-    /// Accepted steps of each chain (waits for queued work).
-    pub fn accepted_counts(&self) -> Result<Vec<u64>> {
-        self.accepted.totals()
-    }
-
-    /// Steps of each chain whose `log alpha` was not finite (waits for queued work).
-    pub fn nonfinite_counts(&self) -> Result<Vec<u64>> {
-        self.nonfinite.totals()
-    }
-
-    /// Starts each chain's accepted count from `counts[batch]`, e.g. the totals of an earlier
-    /// run that this one continues (the device's counts start again from zero).
-    pub fn set_accepted_counts(&mut self, counts: &[u64]) -> Result<()> {
-        self.accepted.set("accepted counts", counts)
-    }
-
-    /// Starts each chain's non-finite count from `counts[batch]`, as
-    /// [`Self::set_accepted_counts`].
-    pub fn set_nonfinite_counts(&mut self, counts: &[u64]) -> Result<()> {
-        self.nonfinite.set("non-finite counts", counts)
-    }
-
-    /// Adds the device's 32-bit counts into the 64-bit totals and zeroes them (waits for
-    /// queued work). [`Gpu::steps`] and [`Gpu::run`] call it when needed; the results of
-    /// [`Self::accepted_counts`] and [`Self::nonfinite_counts`] do not change.
-    pub fn fold_counts(&mut self) -> Result<()> {
-        self.accepted.fold()?;
-        self.nonfinite.fold()?;
-        self.unfolded_steps = 0;
-        Ok(())
-    }
-
-    /// The fraction of all steps of all chains that were accepted (0 before any step).
-    pub fn acceptance_rate(&self) -> Result<f64> {
-        let total: u64 = self.accepted_counts()?.iter().sum();
-        let steps = self.steps as f64 * self.shape.batch() as f64;
-        Ok(if steps > 0.0 {
-            total as f64 / steps
-        } else {
-            0.0
-        })
-    }
-
-    /// The running moments as they are on the device, for handing over (the statistics are
-    /// done with): each chain's means and sums of squared deviations, `[batch, dim]` f64 (the
-    /// variances are the sums over [`Self::steps`]); None if the moments were not asked for.
-    pub fn into_moments(self) -> Option<(CudaSlice<f64>, CudaSlice<f64>)> {
-        self.moments
-    }
-
-    /// The mean of each chain's states over the steps, `[batch, dim]` (None if the moments
-    /// were not asked for).
-    pub fn means(&self) -> Result<Option<Vec<f64>>> {
-        self.moments
-            .as_ref()
-            .map(|(mean, _)| Ok(mean.stream().clone_dtoh(mean)?))
-            .transpose()
-    }
-
-    /// The variance of each chain's states over the steps, `[batch, dim]`: the mean squared
-    /// deviation from [`Self::means`] (divided by the number of steps, as NumPy's `var`).
-    pub fn variances(&self) -> Result<Option<Vec<f64>>> {
-        let n = self.steps.max(1) as f64;
-        self.moments
-            .as_ref()
-            .map(|(_, m2)| {
-                let m2 = m2.stream().clone_dtoh(m2)?;
-                Ok(m2.into_iter().map(|v| v / n).collect())
-            })
-            .transpose()
-    }
-}
 
 /// How [`Gpu::run`] runs: how many steps, how many per launch, and which states to save.
 #[derive(Clone, Copy, Debug)]
@@ -199,9 +43,10 @@ pub struct RunPlan {
     /// The most bytes of saved states held on the GPU before they are copied out (at least
     /// one state is always held); [`TRACE_BUFFER_BYTES`] unless a test wants small chunks.
     pub trace_buffer_bytes: usize,
-    /// Compute the convergence diagnostics after each launch (handed to the progress
-    /// callback), and stop early on them if asked; `None`: neither.
-    pub diagnostics: Option<DiagnosticsPlan>,
+    /// Split the moments on the plan's schedule and compute the convergence diagnostics at
+    /// its checkpoints (handed to the progress callback, kept in
+    /// [`ChainStats::diagnostics`]), and stop early on them if asked; `None`: none of it.
+    pub diagnostics: Option<crate::DiagnosticsPlan>,
 }
 
 impl RunPlan {
@@ -236,7 +81,9 @@ impl RunPlan {
         let (len, batch, dim) = (shape.len() as u64, shape.batch() as u64, shape.dim() as u64);
         let chains = 2 * 4 * len + batch;
         let target = 3 * 4 * dim;
-        let stats = 2 * 4 * batch + if moments { 2 * 8 * len } else { 0 };
+        // The moments: two samples with diagnostics (the split halves), one without.
+        let samples = if self.diagnostics.is_some() { 2 } else { 1 };
+        let stats = 2 * 4 * batch + if moments { samples * 2 * 8 * len } else { 0 };
         let trace = 4 * len * self.trace_slots(shape) as u64;
         chains + target + stats + trace
     }
@@ -253,26 +100,6 @@ pub struct TraceChunk<'a> {
 }
 
 impl Gpu {
-    /// Zeroed statistics for chains of `shape`, with the running moments if `moments`.
-    pub fn new_stats(&self, shape: Shape, moments: bool) -> Result<ChainStats> {
-        let moments = if moments {
-            Some((
-                self.alloc("means", shape.len())?,
-                self.alloc("variances", shape.len())?,
-            ))
-        } else {
-            None
-        };
-        Ok(ChainStats {
-            accepted: Counts::new(self, "accepted counts", shape.batch())?,
-            nonfinite: Counts::new(self, "non-finite counts", shape.batch())?,
-            unfolded_steps: 0,
-            moments,
-            shape,
-            steps: 0,
-        })
-    }
-
     /// `steps` steps of every chain in one fused launch (asynchronous, like [`Gpu::step`]),
     /// statistics into `stats`. Advances the chains' step counter by `steps`. Rows longer than
     /// 1024 elements run as `steps` single steps instead.
@@ -289,10 +116,10 @@ impl Gpu {
 
     /// Runs `plan.steps` steps of every chain: fused launches of up to
     /// `plan.steps_per_launch` steps, statistics into `stats`, every `plan.thin`-th state to
-    /// `on_trace` (in chunks, in order), and `on_progress` after each launch (with the
-    /// convergence diagnostics if `plan.diagnostics` asks for them). Returns the steps run:
-    /// `plan.steps`, or fewer when the plan's early stop fires (after the launch whose
-    /// diagnostics met it). The chains' step counter advances, so a second call continues the
+    /// `on_trace` (in chunks, in order), and `on_progress` after each launch (with the split
+    /// convergence diagnostics at the checkpoints of `plan.diagnostics`, where it asks for
+    /// them: launches end at its boundaries). Returns the steps run: `plan.steps`, or fewer
+    /// when the plan's early stop fires (after the checkpoint whose diagnostics met it). The chains' step counter advances, so a second call continues the
     /// same random stream. Waits for each launch to finish before reporting it, so progress is
     /// real.
     // The run's inputs, its statistics and two callbacks: a parameter struct would only rename them.
@@ -340,6 +167,9 @@ impl Gpu {
             let mut k = (plan.steps - done)
                 .min(u64::from(plan.steps_per_launch))
                 .min(budget);
+            if let Some(d) = plan.diagnostics {
+                k = k.min(d.schedule.next_boundary(stats.steps) - stats.steps);
+            }
             let mut first_save = 0;
             if plan.thin > 0 {
                 // The first save of this launch is after its step `first_save` (0-based).
@@ -364,10 +194,8 @@ impl Gpu {
             done += u64::from(k);
             used += saves as usize;
             let diagnostics = match plan.diagnostics {
-                Some(d) if stats.steps >= 2 => {
-                    Some(self.diagnostics(stats, target, d.superchain_size)?)
-                }
-                _ => None,
+                Some(d) => self.close_half(stats, target, d.superchain_size, d.schedule)?,
+                None => None,
             };
             let stop = plan
                 .diagnostics
@@ -463,11 +291,12 @@ impl Gpu {
             None => launch.arg(&null),
         };
         launch.arg(&seed).arg(&first_step).arg(&steps);
+        let moment_steps = stats.moments.as_ref().map_or(0, |m| m.current_n);
         match &mut stats.moments {
-            Some((mean, m2)) => launch.arg(mean).arg(m2),
+            Some(m) => launch.arg(&mut m.current.0).arg(&mut m.current.1),
             None => launch.arg(&null).arg(&null),
         };
-        launch.arg(&stats.steps);
+        launch.arg(&moment_steps);
         let len = shape.len();
         let mut view;
         let (thin, first) = match trace {
@@ -499,7 +328,7 @@ impl Gpu {
         // row; blocks of 128 threads, a multiple of 32.
         unsafe { launch.launch(grid(chosen)) }?;
         chains.step += u64::from(steps);
-        stats.steps += u64::from(steps);
+        stats.add_steps(u64::from(steps));
         Ok(())
     }
 
@@ -554,18 +383,23 @@ impl Gpu {
                 .arg(&chains.x)
                 .arg(&chains.accepted)
                 .arg(&mut stats.accepted.device);
+            let moment_steps = stats.moments.as_ref().map_or(0, |m| m.current_n);
             match &mut stats.moments {
-                Some((mean, m2)) => launch.arg(mean).arg(m2),
+                Some(m) => launch.arg(&mut m.current.0).arg(&mut m.current.1),
                 None => launch.arg(&null).arg(&null),
             };
-            launch.arg(&batch).arg(&dim).arg(&stats.steps).arg(&moments);
+            launch
+                .arg(&batch)
+                .arg(&dim)
+                .arg(&moment_steps)
+                .arg(&moments);
             // SAFETY: `mh_chain_stats_update(x: *const f32, accepted: *const u8,
             // accepted_count: *mut u32, mean: *mut f64, m2: *mut f64, batch: u64, dim: u64,
             // stats_n: u64, moments: u32)`: x holds batch*dim floats, accepted batch bytes,
             // accepted_count batch u32, mean and m2 batch*dim f64 when moments = 1 (null and
             // never touched when 0).
             unsafe { launch.launch(grid(update)) }?;
-            stats.steps += 1;
+            stats.add_steps(1);
             if let Some(t) = &mut trace
                 && j >= t.first
                 && (j - t.first) % t.thin == 0

@@ -276,6 +276,12 @@ pub fn diagnostics_sums(shape: Shape, superchain_size: usize, device: Device) ->
     }
 }
 
+/// The merge of one set of running moments into another (`mh_moments_merge`): one thread per
+/// element of the `[batch, dim]` moments, grid-stride.
+pub fn moments_merge(shape: Shape, device: Device) -> Launch {
+    elementwise("mh_moments_merge", shape.len() as u64, device)
+}
+
 /// Philox of `n` (counter, key) pairs, one thread each (known-answer tests on the GPU).
 pub fn philox_many(n: u64, device: Device) -> Launch {
     elementwise("philox4x32_10_many", n, device)
@@ -447,6 +453,7 @@ mod tests {
                 }
                 names.insert(stats_update(s, device).entry);
                 names.insert(diagnostics_sums(s, 1, device).entry);
+                names.insert(moments_merge(s, device).entry);
             }
         }
         names.insert(philox_many(1, device).entry);

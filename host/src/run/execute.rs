@@ -5,7 +5,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use fused_mh::adapt::{ScaleAdaptation, StepSizeAdaptation};
-use fused_mh::{DiagnosticsPlan, Error, Gpu, Progress, RunPlan, Shape, StepConfig, cpu};
+use fused_mh::diagnostics::start::start_spread;
+use fused_mh::{Diagnostics, Error, Gpu, Progress, RunPlan, Shape, StepConfig, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::inputs::Inputs;
@@ -21,6 +22,11 @@ pub struct Ran {
     /// The burn-in's steps with a non-finite `log alpha`, over all chains.
     pub burn_in_nonfinite: u64,
     pub history: Vec<Checkpoint>,
+    /// The split diagnostics at the last checkpoint.
+    pub diagnostics: Option<Diagnostics>,
+    /// Per dimension, the superchains' spread where the statistics begin
+    /// (`fused_mh::diagnostics::start`; empty without diagnostics).
+    pub start_spread: Vec<f64>,
 }
 
 /// Caller-noise mode: one step of the reference semantics with the given random numbers.
@@ -59,8 +65,9 @@ pub fn one_step(
 /// `burn_in` steps from step counter `first_step` that count for nothing, then `plan.steps`
 /// steps (fewer if `plan.diagnostics` stops the run early), with the thinned states streamed
 /// into `trace` (a new file) as they arrive. Returns the final states, the statistics of the
-/// steps after the burn-in, and their number. On the CPU reference the diagnostics
-/// come every `plan.steps_per_launch` steps, as the GPU's after each launch.
+/// steps after the burn-in, their number, the split diagnostics at the plan's checkpoints
+/// (the same on the GPU and the CPU reference) and the chains' spread where the statistics
+/// begin.
 // What runs (device, inputs, shape, configuration), where the stream starts and how long it
 // burns in, the plan and the trace file: a parameter struct would only rename them.
 #[allow(clippy::too_many_arguments)]
@@ -108,7 +115,7 @@ pub fn chains(
         progress.set_position(offset + p.done);
         if let Some(d) = p.diagnostics {
             progress.set_message(format!(
-                "acceptance {:.3}  worst R-hat {:.4}  lowest ESS {:.0}",
+                "acceptance {:.3}  worst split R-hat {:.4}  lowest ESS {:.0}",
                 d.acceptance_rate.unwrap_or(f64::NAN),
                 d.max_nested_rhat(),
                 d.min_ess()
@@ -120,6 +127,10 @@ pub fn chains(
                 acceptance_rate: d.acceptance_rate,
             });
         }
+    };
+    let spread = |x: &[f32]| match plan.diagnostics {
+        Some(d) => start_spread(x, shape, d.superchain_size, inputs.target.sigma()),
+        None => Vec::new(),
     };
     let result = match gpu {
         Some(gpu) => (|| {
@@ -141,6 +152,10 @@ pub fn chains(
                 )?;
                 burn_in_nonfinite = discarded.nonfinite_counts()?.iter().sum();
             }
+            let start = match plan.diagnostics {
+                Some(_) if burn_in > 0 => spread(&chains.x()?),
+                _ => spread(&inputs.x),
+            };
             let mut stats = gpu.new_stats(shape, true)?;
             let ran = gpu.run(
                 &mut chains,
@@ -163,6 +178,7 @@ pub fn chains(
                 },
                 ran,
                 burn_in_nonfinite,
+                (stats.diagnostics().cloned(), start),
             ))
         })(),
         None => (|| {
@@ -186,6 +202,7 @@ pub fn chains(
             } else {
                 &inputs.x
             };
+            let spread = spread(start);
             cpu::run_chains(
                 start,
                 shape,
@@ -194,16 +211,13 @@ pub fn chains(
                 first_step + burn_in,
                 plan.steps,
                 plan.thin,
-                plan.diagnostics.map(|d| DiagnosticsPlan {
-                    every: u64::from(plan.steps_per_launch),
-                    ..d
-                }),
+                plan.diagnostics,
                 &mut |_, state| save(state),
                 &mut |p| report(burn_in, p),
             )
-            .map(|out| (out, burn_in_nonfinite))
+            .map(|out| (out, burn_in_nonfinite, spread))
         })()
-        .map(|(out, burn_in_nonfinite)| {
+        .map(|(out, burn_in_nonfinite, spread)| {
             (
                 out.x,
                 Stats {
@@ -214,14 +228,16 @@ pub fn chains(
                 },
                 out.steps,
                 burn_in_nonfinite,
+                (out.diagnostics, spread),
             )
         }),
     };
     progress.finish_and_clear();
-    let (x, stats, steps, burn_in_nonfinite) = match (result, write_error) {
-        (_, Some(e)) => return Err(e),
-        (r, None) => r?,
-    };
+    let (x, stats, steps, burn_in_nonfinite, (diagnostics, start_spread)) =
+        match (result, write_error) {
+            (_, Some(e)) => return Err(e),
+            (r, None) => r?,
+        };
     if let Some(t) = trace {
         t.finish()?;
     }
@@ -231,6 +247,8 @@ pub fn chains(
         steps,
         burn_in_nonfinite,
         history: history.into_inner(),
+        diagnostics,
+        start_spread,
     })
 }
 

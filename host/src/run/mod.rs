@@ -22,19 +22,26 @@
 //! - with `--noise` and `--uniform` instead: `x_new.npy` and `accepted.npy` (bool) of exactly
 //!   one step of the reference semantics with those random numbers;
 //! - `summary.json`: the configuration, the step counters, the acceptance, the time, the
-//!   device, the list of files ([`summary::Summary`]).
+//!   device, the split diagnostics and the verdict, the list of files ([`summary::Summary`]).
+//!
+//! Exit status: as the program's (0, 1, 2, 128 + N), and 3 when `--until-rhat` was given and
+//! the run did not converge (it reached `--steps`, or R-hat could not see from where the
+//! chains started): the outputs are complete, and a script can tell.
 
 mod chart;
 mod execute;
 mod inputs;
+mod json_float;
+mod report;
 mod summary;
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use clap::{Args, ValueEnum};
+use fused_mh::diagnostics::{RHAT_THRESHOLD, SplitSchedule};
 use fused_mh::{DiagnosticsPlan, Error, Gpu, RunPlan, Shape, StepConfig};
 use serde::Serialize;
 
@@ -114,13 +121,14 @@ pub struct RunArgs {
         "init", "batch", "dim", "init_dist", "mu", "sigma", "step_size", "seed", "noise",
     ])]
     resume: Option<PathBuf>,
-    /// Stop as soon as every dimension's nested R-hat (R-hat with --superchain-size 1) is below
-    /// this, once each chain has --min-draws draws; --steps is the cap. Checked after each
-    /// launch (on the CPU reference every --steps-per-launch steps).
+    /// Stop as soon as every dimension's split nested R-hat (split R-hat with
+    /// --superchain-size 1) is below this, once each chain has --min-draws draws; --steps is
+    /// the cap. Checked at doubling checkpoints: --min-draws (rounded up to even), twice that,
+    /// four times, ... A run that reaches --steps unconverged exits with status 3.
     #[arg(long, conflicts_with_all = ["noise", "thin"])]
     until_rhat: Option<f64>,
-    /// Also write rhat.svg into --out: the worst nested R-hat after each launch against the
-    /// steps (the diagnostics are then computed after every launch).
+    /// Also write rhat.svg into --out: the worst split R-hat and the acceptance rate at each
+    /// checkpoint against the steps.
     #[arg(long, conflicts_with = "noise")]
     rhat_chart: bool,
     /// Draws per chain before --until-rhat may stop the run.
@@ -158,7 +166,7 @@ pub struct RunArgs {
 }
 
 /// `host run`.
-pub fn run(args: RunArgs) -> Result<()> {
+pub fn run(args: RunArgs) -> Result<ExitCode> {
     crate::signals::install()?;
     let caller_noise = args.noise.is_some();
     if !caller_noise {
@@ -208,11 +216,21 @@ pub fn run(args: RunArgs) -> Result<()> {
         !args.precondition || shape.batch() >= 2,
         "--precondition: the pooled variance needs at least 2 chains"
     );
-    let diagnosable = shape.batch().is_multiple_of(m) && shape.batch() / m >= 2 && steps >= 2;
+    // The split statistics' schedule: doubling checkpoints from --min-draws for an early
+    // stop, else the one that ends at --steps.
+    let schedule = match args.until_rhat {
+        Some(_) => Some(SplitSchedule::from_min_draws(args.min_draws)),
+        None => SplitSchedule::ending_at(steps),
+    };
+    let first_checkpoint = schedule.map_or(u64::MAX, |s| 2 * s.half());
+    let diagnosable = shape.batch().is_multiple_of(m)
+        && shape.batch() / m >= 2
+        && first_checkpoint <= steps
+        && !caller_noise;
     if m > 1 && !diagnosable {
         bail!(
             "--superchain-size {m}: the batch of {} chains must be a multiple of {m} with at \
-             least two superchains, and the run at least 2 steps",
+             least two superchains, and the run at least 4 steps",
             shape.batch()
         );
     }
@@ -226,24 +244,31 @@ pub fn run(args: RunArgs) -> Result<()> {
             "--until-rhat {t}: give a threshold above 1 (e.g. 1.01)"
         );
         ensure!(
+            first_checkpoint <= steps,
+            "--until-rhat: the first checkpoint is at {first_checkpoint} draws (--min-draws {} \
+             rounded up to an even number, at least 4), beyond --steps {steps}",
+            args.min_draws
+        );
+        ensure!(
             diagnosable,
-            "--until-rhat: the diagnostics need at least two chains (superchains) and 2 steps"
+            "--until-rhat: the diagnostics need at least two chains (superchains)"
         );
     }
-    // The diagnostics after every launch: for the early stop, and for the progress bar when
-    // someone watches it (a small reduction per launch; the final ones are always computed).
     ensure!(
         !args.rhat_chart || diagnosable,
-        "--rhat-chart: the diagnostics need at least two chains (superchains) and 2 steps"
+        "--rhat-chart: the diagnostics need at least two chains (superchains) and 4 steps"
     );
-    let live = args.until_rhat.is_some() || args.rhat_chart || std::io::stderr().is_terminal();
+    // The split statistics and the diagnostics at their checkpoints, whenever they can be
+    // computed (a few passes over the moments at each of log2(steps) checkpoints).
     let run_plan = RunPlan {
-        diagnostics: (diagnosable && live).then_some(DiagnosticsPlan {
-            superchain_size: m,
-            until_rhat: args.until_rhat,
-            min_draws: args.min_draws.max(2),
-            every: u64::from(args.steps_per_launch),
-        }),
+        diagnostics: schedule
+            .filter(|_| diagnosable)
+            .map(|schedule| DiagnosticsPlan {
+                superchain_size: m,
+                until_rhat: args.until_rhat,
+                min_draws: args.min_draws,
+                schedule,
+            }),
         ..run_plan
     };
     let sizes = || format!("{} chains x {} dims", shape.batch(), shape.dim());
@@ -291,6 +316,21 @@ pub fn run(args: RunArgs) -> Result<()> {
         config = config
             .with_scales(s)
             .context("the scales of the run to --resume")?;
+    }
+    if !caller_noise
+        && let Some(u) = fused_mh::reach::unreachable_dimensions(&inputs.target, &config).first()
+    {
+        let states = inputs.target.mu()[u.dim].abs() + 4.0 * inputs.target.sigma()[u.dim];
+        bail!(
+            "--mu, --sigma, --step-size: in dimension {}, the proposal scale {:e} is under {} \
+             ulps of |mu| + 4 sigma = {states:e} (one ulp there is {:e}): float32 cannot move \
+             the states, every proposal rounds back to the state or next to it. Subtract the \
+             mean or rescale the problem (or give a larger --step-size)",
+            u.dim,
+            u.proposal_scale,
+            fused_mh::reach::REACH_ULPS,
+            u.ulp
+        );
     }
     let device = gpu
         .as_ref()
@@ -341,6 +381,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         sigma: plan.sigma_text.clone(),
         resumed_from: resume.as_ref().map(|r| r.dir.display().to_string()),
         accepted_total: 0,
+        converged: None,
         nonfinite: None,
         scales: scales.clone(),
         acceptance_rate: 0.0,
@@ -350,6 +391,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         files: Vec::new(),
     };
     let (b, d) = (shape.batch(), shape.dim());
+    // The final proposal (after a warm-up adapted it) against float32's reach: a warning.
+    let unreachable = if caller_noise {
+        Vec::new()
+    } else {
+        fused_mh::reach::unreachable_dimensions(&inputs.target, &config)
+    };
     let report = if let Some((noise, uniform)) = &inputs.noise {
         let (x_new, accepted) =
             execute::one_step(gpu.as_ref(), &inputs, shape, step_size, noise, uniform)?;
@@ -374,6 +421,8 @@ pub fn run(args: RunArgs) -> Result<()> {
             steps: ran,
             burn_in_nonfinite,
             history,
+            diagnostics,
+            start_spread,
         } = execute::chains(
             gpu.as_ref(),
             &inputs,
@@ -410,13 +459,16 @@ pub fn run(args: RunArgs) -> Result<()> {
             });
         }
         summary.stopped_early = ran < args.steps;
-        if diagnosable && ran >= 2 {
-            let d =
-                fused_mh::diagnostics::from_chain_moments(shape, m, ran, &stats.mean, &stats.var)?;
-            summary.diagnostics = Some(summary::DiagnosticsSummary {
+        if let Some(d) = &diagnostics {
+            let threshold = args.until_rhat.unwrap_or(RHAT_THRESHOLD);
+            let d = summary::DiagnosticsSummary {
                 history,
-                ..summary::DiagnosticsSummary::from(&d)
-            });
+                ..summary::DiagnosticsSummary::new(d, start_spread, threshold)
+            };
+            summary.converged = Some(d.converged());
+            summary.diagnostics = Some(d);
+        } else if args.until_rhat.is_some() {
+            summary.converged = Some(false);
         }
         if args.rhat_chart {
             let history = summary
@@ -427,7 +479,10 @@ pub fn run(args: RunArgs) -> Result<()> {
                 "{b} chains x {d} dims, superchains of {m}, {}",
                 summary.device
             );
-            out.write_text("rhat.svg", &chart::rhat(history, args.until_rhat, &title)?)?;
+            out.write_text(
+                "rhat.svg",
+                &chart::rhat(history, args.until_rhat, args.burn_in, &title)?,
+            )?;
             summary.files.push("rhat.svg".into());
         }
         summary.accepted_total = stats.accepted.iter().sum();
@@ -437,20 +492,34 @@ pub fn run(args: RunArgs) -> Result<()> {
             before_statistics: warmup_nonfinite + burn_in_nonfinite,
         });
         summary.acceptance_rate = summary.accepted_total as f64 / (ran as f64 * b as f64);
-        summary::describe(&summary, &inputs.target, &stats)
+        report::describe(&summary, &inputs.target, &stats, &unreachable)
     };
     summary.files.push(SUMMARY.into());
     summary.seconds = started.elapsed().as_secs_f64();
     out.write_text(SUMMARY, &serde_json::to_string_pretty(&summary)?)?;
     let files: Vec<&str> = summary.files.iter().map(String::as_str).collect();
     let dest = out.commit(&files)?;
-    console::print(&format!(
+    // With --until-rhat, a run that did not converge says so in its exit status too.
+    let status = if args.until_rhat.is_some() && summary.converged != Some(true) {
+        ExitCode::from(NOT_CONVERGED)
+    } else {
+        ExitCode::SUCCESS
+    };
+    let printed = console::print(&format!(
         "{report}wrote {} ({:.2} s)\n",
         dest.display(),
         summary.seconds
-    ))
-    .with_context(|| format!("the results are complete in {}", dest.display()))
+    ));
+    match printed {
+        // The reader of standard output went away (`| head`): the results are complete.
+        Err(e) if e.chain().any(|c| c.is::<console::StdoutClosed>()) => Ok(status),
+        Err(e) => Err(e).with_context(|| format!("the results are complete in {}", dest.display())),
+        Ok(()) => Ok(status),
+    }
 }
+
+/// The exit status of a run with `--until-rhat` that did not converge (its outputs complete).
+pub const NOT_CONVERGED: u8 = 3;
 
 /// Host memory the job holds at its peak.
 fn host_budget(shape: Shape, caller_noise: bool, cpu: bool, plan: &RunPlan) -> Budget {

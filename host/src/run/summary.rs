@@ -5,14 +5,13 @@
 //! ([`crate::outdir`]), and `--resume DIR` reads the step counter, the seed and the step size
 //! from it ([`Resume`]).
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use fused_mh::Target;
 use fused_mh::diagnostics::Diagnostics;
 use serde::{Deserialize, Serialize};
 
+use super::json_float;
 use crate::outdir::SUMMARY;
 
 /// The program that writes summaries, as they record it.
@@ -56,6 +55,11 @@ pub struct Summary {
     pub resumed_from: Option<String>,
     /// Accepted steps over all chains (64-bit: it passes 2^32 in ordinary runs).
     pub accepted_total: u64,
+    /// Whether the run converged: every split R-hat below the threshold (`--until-rhat`, or
+    /// 1.01) and R-hat able to see from where the chains started (`diagnostics`); absent
+    /// without diagnostics. With `--until-rhat`, `false` is also the exit status 3.
+    #[serde(default)]
+    pub converged: Option<bool>,
     /// Steps whose `log alpha` was not finite (a NaN or an infinity in the state or the
     /// proposal, or terms past float32's range), and what they touched (absent for caller
     /// noise, whose `accepted.npy` says all there is).
@@ -65,6 +69,7 @@ pub struct Summary {
     /// (and a `--resume` of this run keeps); absent: the step size alone.
     #[serde(default)]
     pub scales: Option<Vec<f32>>,
+    #[serde(with = "json_float")]
     pub acceptance_rate: f64,
     pub seconds: f64,
     pub converted_from_f64: Vec<String>,
@@ -82,6 +87,7 @@ pub struct Warmup {
     pub steps: u64,
     pub target_accept: f64,
     pub initial_step_size: f32,
+    #[serde(with = "json_float")]
     pub last_acceptance: f64,
 }
 
@@ -94,41 +100,76 @@ pub struct Nonfinite {
     pub before_statistics: u64,
 }
 
-/// The diagnostics after one launch (after `step` steps past the burn-in).
+/// The diagnostics at one checkpoint (after `step` steps past the burn-in).
 #[derive(Serialize, Deserialize, Debug, Clone, Copy)]
 pub struct Checkpoint {
     pub step: u64,
+    #[serde(with = "json_float")]
     pub max_nested_rhat: f64,
+    #[serde(with = "json_float")]
     pub min_ess: f64,
     /// The acceptance rate of all steps after the burn-in so far.
-    #[serde(default)]
+    #[serde(default, with = "json_float::option")]
     pub acceptance_rate: Option<f64>,
 }
 
-/// The convergence diagnostics as summary.json records them.
+/// The convergence diagnostics as summary.json records them: split R-hat and ESS per
+/// dimension at the run's last checkpoint (`fused_mh::diagnostics::split`); non-finite values
+/// as the strings "NaN", "inf", "-inf" ([`json_float`]).
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct DiagnosticsSummary {
     pub superchain_size: usize,
+    /// Draws per chain the diagnostics cover (both halves): the last checkpoint's.
+    #[serde(default)]
+    pub draws: u64,
+    #[serde(with = "json_float")]
     pub max_nested_rhat: f64,
+    #[serde(with = "json_float")]
     pub min_ess: f64,
+    #[serde(with = "json_float::vec")]
     pub nested_rhat: Vec<f64>,
+    #[serde(with = "json_float::vec")]
     pub ess: Vec<f64>,
-    /// The worst R-hat and lowest ESS after each launch, when they were computed as the run
-    /// went (`--until-rhat`, `--rhat-chart`, or a progress bar on a terminal).
+    /// The threshold of the verdict: `--until-rhat`, or 1.01.
+    #[serde(default = "default_threshold")]
+    pub rhat_threshold: f64,
+    /// Per dimension, how far apart the superchains started, in the target's standard
+    /// deviations (`fused_mh::diagnostics::start`).
+    #[serde(default, with = "json_float::vec")]
+    pub start_spread: Vec<f64>,
+    /// The dimensions whose superchains started closer than half a standard deviation apart,
+    /// where R-hat cannot detect non-convergence (worst first).
+    #[serde(default)]
+    pub blind_dimensions: Vec<usize>,
+    /// The worst R-hat, lowest ESS and acceptance rate at each checkpoint.
     #[serde(default)]
     pub history: Vec<Checkpoint>,
 }
 
-impl From<&Diagnostics> for DiagnosticsSummary {
-    fn from(d: &Diagnostics) -> Self {
+fn default_threshold() -> f64 {
+    fused_mh::diagnostics::RHAT_THRESHOLD
+}
+
+impl DiagnosticsSummary {
+    /// The summary of `d`, with the starting points' spread and the verdict's threshold.
+    pub fn new(d: &Diagnostics, start_spread: Vec<f64>, rhat_threshold: f64) -> Self {
         Self {
             superchain_size: d.superchain_size,
+            draws: d.draws,
             max_nested_rhat: d.max_nested_rhat(),
             min_ess: d.min_ess(),
             nested_rhat: d.nested_rhat.clone(),
             ess: d.ess.clone(),
+            rhat_threshold,
+            blind_dimensions: fused_mh::diagnostics::start::blind_dimensions(&start_spread),
+            start_spread,
             history: Vec::new(),
         }
+    }
+
+    /// Every R-hat below the threshold, and R-hat able to see in every dimension.
+    pub fn converged(&self) -> bool {
+        self.max_nested_rhat < self.rhat_threshold && self.blind_dimensions.is_empty()
     }
 }
 
@@ -192,101 +233,4 @@ pub struct Stats {
     pub nonfinite: Vec<u64>,
     pub mean: Vec<f64>,
     pub var: Vec<f64>,
-}
-
-/// The human summary: acceptance rate, and per dimension the pooled mean and variance over all
-/// chains and steps against mu and sigma^2.
-pub fn describe(summary: &Summary, target: &Target, stats: &Stats) -> String {
-    let (b, d) = (summary.batch, summary.dim);
-    let mut text = format!(
-        "{} chains x {} dims, {} steps on {}: acceptance rate {:.4}\n",
-        b, d, summary.steps, summary.device, summary.acceptance_rate
-    );
-    if let Some(w) = &summary.warmup {
-        let _ = writeln!(
-            text,
-            "warm-up of {} steps: step size {} -> {} (last acceptance {:.3}, target {})",
-            w.steps, w.initial_step_size, summary.step_size, w.last_acceptance, w.target_accept
-        );
-    }
-    if let Some(s) = &summary.scales {
-        let (lo, hi) = s.iter().fold((f32::INFINITY, 0.0f32), |(lo, hi), &v| {
-            (lo.min(v), hi.max(v))
-        });
-        let _ = writeln!(
-            text,
-            "per-dimension proposal scales from {lo:.4} to {hi:.4} times the step size \
-             (summary.json: scales)"
-        );
-    }
-    if summary.burn_in > 0 {
-        let _ = writeln!(
-            text,
-            "after a burn-in of {} steps, which the statistics leave out",
-            summary.burn_in
-        );
-    }
-    if summary.stopped_early {
-        let _ = writeln!(text, "stopped early: every nested R-hat below --until-rhat");
-    }
-    if let Some(n) = &summary.nonfinite
-        && (n.total > 0 || n.before_statistics > 0)
-    {
-        let _ = writeln!(
-            text,
-            "WARNING: {} steps of {} chains had a non-finite log alpha (NaN or infinity in a \
-             state or proposal; such steps are never accepted), and {} before the statistics: \
-             see nonfinite_count.npy",
-            n.total, n.chains, n.before_statistics
-        );
-    }
-    if let Some(d) = &summary.diagnostics {
-        let _ = writeln!(
-            text,
-            "worst nested R-hat {:.4} (superchains of {}), lowest ESS {:.0}",
-            d.max_nested_rhat, d.superchain_size, d.min_ess
-        );
-    }
-    let _ = writeln!(
-        text,
-        "{:>5} {:>12} {:>12} {:>12} {:>12} {:>9} {:>10}",
-        "dim", "mean", "mu", "variance", "sigma^2", "R-hat", "ESS"
-    );
-    const SHOWN: usize = 16;
-    for j in 0..d.min(SHOWN) {
-        let means = (0..b).map(|c| stats.mean[c * d + j]);
-        let pooled = means.clone().sum::<f64>() / b as f64;
-        // Total variance over all chains and steps: within-chain plus between-chain.
-        let within = (0..b).map(|c| stats.var[c * d + j]).sum::<f64>() / b as f64;
-        let between = means.map(|m| (m - pooled).powi(2)).sum::<f64>() / b as f64;
-        let sigma2 = 1.0 / f64::from(target.inv_var()[j]);
-        let (rhat, ess) = summary.diagnostics.as_ref().map_or_else(
-            || ("-".to_string(), "-".to_string()),
-            |d| {
-                (
-                    format!("{:.4}", d.nested_rhat[j]),
-                    format!("{:.0}", d.ess[j]),
-                )
-            },
-        );
-        let _ = writeln!(
-            text,
-            "{:>5} {:>12.5} {:>12.5} {:>12.5} {:>12.5} {:>9} {:>10}",
-            j,
-            pooled,
-            target.mu()[j],
-            within + between,
-            sigma2,
-            rhat,
-            ess
-        );
-    }
-    if d > SHOWN {
-        let _ = writeln!(
-            text,
-            "  ... and {} more dimensions (see mean.npy, var.npy)",
-            d - SHOWN
-        );
-    }
-    text
 }

@@ -23,7 +23,8 @@
 //! - [`step`]: the single step (register-resident and streamed rows) and [`entries`], its
 //!   entry points.
 //! - [`chain`]: the fused K-step kernel, rows in registers for K steps.
-//! - [`stats`]: the statistics kernel for rows too long for the fused kernel.
+//! - [`stats`]: the statistics kernel for rows too long for the fused kernel, the diagnostics'
+//!   sums, and the merge of two samples' moments.
 //!
 //! [`mh::group_width`]: crate::mh::group_width
 

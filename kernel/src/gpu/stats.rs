@@ -1,5 +1,5 @@
 //! Statistics kernels: the statistics of a single step for rows too long for the fused kernel,
-//! and the sums behind the convergence diagnostics.
+//! the sums behind the convergence diagnostics, and the merge of two samples' moments.
 
 use crate::gpu::device::memory::atomic_add_f64;
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
@@ -170,5 +170,41 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
         atomic_add_f64(out.add(d), sum);
         atomic_add_f64(out.add(dim + d), sum_sq);
         atomic_add_f64(out.add(2 * dim + d), within);
+    }
+}
+
+/// Moves the samples of `from` into `into`, element by element (Chan's formula,
+/// [`crate::moments::merge`]): `into` holds `into_n` draws per element, `from` `from_n`; after
+/// it `into` holds both. The split diagnostics close a half with it, and a run's final moments
+/// are its halves merged.
+///
+/// # Thread mapping
+/// One thread per element, grid-stride.
+///
+/// # Safety
+/// `into_mean`, `into_m2`, `from_mean`, `from_m2` hold `len` f64 each; `into` and `from` do not
+/// overlap.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn mh_moments_merge(
+    into_mean: *mut f64,
+    into_m2: *mut f64,
+    into_n: u64,
+    from_mean: *const f64,
+    from_m2: *const f64,
+    from_n: u64,
+    len: u64,
+) {
+    let len = len as usize;
+    let mut e = block_idx_x() * block_dim_x() + thread_idx_x();
+    while e < len {
+        // SAFETY: e < len, and this thread alone touches element e.
+        unsafe {
+            let a = (into_n, *into_mean.add(e), *into_m2.add(e));
+            let b = (from_n, *from_mean.add(e), *from_m2.add(e));
+            let (mean, m2) = crate::moments::merge(a, b);
+            *into_mean.add(e) = mean;
+            *into_m2.add(e) = m2;
+        }
+        e += grid_dim_x() * block_dim_x();
     }
 }

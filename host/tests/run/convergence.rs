@@ -1,0 +1,191 @@
+//! `host run`'s verdict on convergence, end to end: a run that never says "converged" when
+//! the chains are not, the exit status of `--until-rhat` at its cap, the float32 reach, and
+//! summaries with non-finite diagnostics that `--resume` reads back.
+
+use std::fs;
+
+use libtest_mimic::{Failed, Trial};
+
+use super::common::{check_ok, expect_code, host, scratch};
+
+fn summary(dir: &std::path::Path, out: &str) -> Result<serde_json::Value, Failed> {
+    Ok(serde_json::from_str(&fs::read_to_string(
+        dir.join(out).join("summary.json"),
+    )?)?)
+}
+
+/// The README's case: every chain at one point 10 standard deviations out, no burn-in. The
+/// split R-hat is above 1.01 or the blind-start warning is printed, and the run is never
+/// called converged; the table lists the worst R-hat first.
+fn one_starting_point_is_never_converged() -> Result<(), Failed> {
+    let dir = scratch("one-point");
+    let out = host(
+        &dir,
+        &[
+            "--cpu",
+            "--batch",
+            "512",
+            "--dim",
+            "4",
+            "--mu",
+            "1",
+            "--sigma",
+            "2",
+            "--init-dist",
+            "zeros",
+            "--steps",
+            "2000",
+            "--seed",
+            "1",
+            "--out",
+            "zeros",
+        ],
+    );
+    check_ok(&out)?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let s = summary(&dir, "zeros")?;
+    let d = &s["diagnostics"];
+    let blind: Vec<usize> = serde_json::from_value(d["blind_dimensions"].clone())?;
+    if s["converged"] != false || blind != [0, 1, 2, 3] || !stdout.contains("WARNING: in 4 of 4") {
+        return Err(format!("summary {s}\nstdout {stdout}").into());
+    }
+    // The table: rows in order of falling R-hat.
+    let rhat: Vec<f64> = serde_json::from_value(d["nested_rhat"].clone())?;
+    let rows: Vec<usize> = stdout
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("dim"))
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next()?.parse().ok())
+        .collect();
+    let falling = rows.windows(2).all(|w| rhat[w[0]] >= rhat[w[1]]);
+    if rows.len() != 4 || !falling {
+        return Err(format!("table rows {rows:?} for R-hat {rhat:?}").into());
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// `--until-rhat` that the chains cannot meet by `--steps`: exit 3, `NOT converged: worst
+/// R-hat ... > ... after ... steps` on the terminal, `"converged": false`, complete outputs.
+fn until_rhat_at_the_cap_exits_3() -> Result<(), Failed> {
+    let dir = scratch("cap");
+    let out = host(
+        &dir,
+        &[
+            "--cpu",
+            "--batch",
+            "64",
+            "--dim",
+            "3",
+            "--superchain-size",
+            "4",
+            "--init-dist",
+            "overdispersed",
+            "--sigma",
+            "1.5",
+            "--steps",
+            "40",
+            "--until-rhat",
+            "1.001",
+            "--min-draws",
+            "10",
+            "--out",
+            "capped",
+        ],
+    );
+    expect_code(&out, 3, "--until-rhat at the cap")?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let s = summary(&dir, "capped")?;
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("NOT converged: worst R-hat"));
+    let ok = line.is_some_and(|l| l.contains("> 1.001 after 40 steps"));
+    if !ok
+        || s["converged"] != false
+        || s["stopped_early"] != false
+        || !dir.join("capped/x.npy").is_file()
+    {
+        return Err(format!("stdout {stdout}\nsummary {s}").into());
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// States float32 cannot move: mu 1e6 with sigma 0.01, and mu 1e8, refused before the run
+/// (exit 1), naming the options and the dimension, nothing written.
+fn float32_reach_is_refused() -> Result<(), Failed> {
+    let dir = scratch("reach");
+    for (mu, sigma) in [("1000000", "0.01"), ("100000000", "1")] {
+        let out = host(
+            &dir,
+            &[
+                "--cpu", "--batch", "8", "--dim", "2", "--mu", mu, "--sigma", sigma, "--out", "o",
+            ],
+        );
+        let stderr = expect_code(&out, 1, "an unreachable target")?;
+        if !stderr.contains("--mu, --sigma, --step-size: in dimension 0") || dir.join("o").exists()
+        {
+            return Err(format!("--mu {mu} --sigma {sigma}: {stderr}").into());
+        }
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// A run whose chains never move (a step size past float32's range: every step non-finite)
+/// has NaN diagnostics; summary.json writes them as "NaN", and `--resume` of it runs.
+fn nonfinite_diagnostics_resume() -> Result<(), Failed> {
+    let dir = scratch("nan-resume");
+    let base = [
+        "--cpu",
+        "--batch",
+        "8",
+        "--dim",
+        "2",
+        "--init-dist",
+        "zeros",
+        "--steps",
+        "8",
+    ];
+    check_ok(&host(
+        &dir,
+        &[&base[..], &["--step-size", "1e30", "--out", "first"]].concat(),
+    ))?;
+    let s = summary(&dir, "first")?;
+    if s["diagnostics"]["max_nested_rhat"] != "NaN" || s["converged"] != false {
+        return Err(format!("summary {s}").into());
+    }
+    check_ok(&host(
+        &dir,
+        &[
+            "--cpu", "--steps", "8", "--resume", "first", "--out", "second",
+        ],
+    ))?;
+    if summary(&dir, "second")?["resumed_from"].is_null() {
+        return Err("the resumed run's summary names no run".into());
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// This file's tests (all on the CPU).
+pub fn trials() -> Vec<Trial> {
+    vec![
+        Trial::test(
+            "convergence::one_starting_point_is_never_converged",
+            one_starting_point_is_never_converged,
+        ),
+        Trial::test(
+            "convergence::until_rhat_at_the_cap_exits_3",
+            until_rhat_at_the_cap_exits_3,
+        ),
+        Trial::test(
+            "convergence::float32_reach_is_refused",
+            float32_reach_is_refused,
+        ),
+        Trial::test(
+            "convergence::nonfinite_diagnostics_resume",
+            nonfinite_diagnostics_resume,
+        ),
+    ]
+}

@@ -1,0 +1,239 @@
+//! A run's statistics on the GPU: per-chain counts, running moments, and the split halves
+//! behind the diagnostics.
+
+use cudarc::driver::CudaSlice;
+
+use super::Gpu;
+use crate::error::Result;
+use crate::{Diagnostics, Shape};
+
+/// Per-chain statistics of a run, on the GPU: always the accepted-step count of each chain and
+/// its count of non-finite steps (whose `log alpha` was a NaN or an infinity: the state or the
+/// proposal held one, or the terms overflowed; such a step never moves the chain); optionally
+/// (chosen at creation) the running mean and variance of each chain and coordinate.
+///
+/// The moments are kept in f64: each launch accumulates its `K` steps in registers (Welford's
+/// update in f32, over at most `K` values) and merges them into the f64 totals (Chan's formula
+/// for combining samples), so a run of any length keeps its precision. A run with diagnostics
+/// keeps them as two samples, split on its schedule ([`crate::diagnostics::split`]): the
+/// draws before the last boundary, and the draws since.
+///
+/// The counts are 64-bit totals. The kernels add into a 32-bit count per chain (a 32-bit add
+/// keeps the fused kernel's code as fast as it is); before those could pass `u32::MAX`, that
+/// is after at most [`COUNT_FOLD_STEPS`] steps, they are folded into the 64-bit totals on
+/// the host ([`Self::fold_counts`]: one copy, every four billion steps).
+pub struct ChainStats {
+    pub(super) accepted: Counts,
+    pub(super) nonfinite: Counts,
+    /// Steps in the device's counts since the last fold (at most [`COUNT_FOLD_STEPS`]).
+    pub(super) unfolded_steps: u64,
+    pub(super) moments: Option<Moments>,
+    pub(super) shape: Shape,
+    pub(super) steps: u64,
+    /// The split diagnostics at the last checkpoint of a run.
+    pub(super) diagnostics: Option<Diagnostics>,
+}
+
+/// The running moments on the device: the sample the kernels add to, and the closed halves of
+/// a split run before it.
+pub(super) struct Moments {
+    /// `[batch, dim]` means and sums of squared deviations of the draws since the last
+    /// boundary (all the draws, unsplit): what the kernels merge each launch into.
+    pub(super) current: (CudaSlice<f64>, CudaSlice<f64>),
+    /// Draws in `current`.
+    pub(super) current_n: u64,
+    /// The draws before the last boundary (allocated by the first run with diagnostics).
+    pub(super) first: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
+    /// Draws in `first`.
+    pub(super) first_n: u64,
+    /// The superchain sums of `first` (`3 dim`), computed when it was closed.
+    pub(super) first_sums: Vec<f64>,
+}
+
+/// One count per chain: the kernels' 32-bit counts since the last fold, and the 64-bit totals
+/// folded before them.
+pub(super) struct Counts {
+    pub(super) device: CudaSlice<u32>,
+    folded: Vec<u64>,
+    /// The sum of `folded`.
+    pub(super) folded_total: u64,
+}
+
+impl Counts {
+    fn new(gpu: &Gpu, what: &'static str, batch: usize) -> Result<Self> {
+        Ok(Self {
+            device: gpu.alloc(what, batch)?,
+            folded: crate::host_memory::filled(what, batch, 0)?,
+            folded_total: 0,
+        })
+    }
+
+    /// The totals (waits for queued work).
+    fn totals(&self) -> Result<Vec<u64>> {
+        let recent = self.device.stream().clone_dtoh(&self.device)?;
+        Ok(self
+            .folded
+            .iter()
+            .zip(recent)
+            .map(|(&total, c)| total + u64::from(c))
+            .collect())
+    }
+
+    fn set(&mut self, what: &'static str, counts: &[u64]) -> Result<()> {
+        crate::problem::check_len(what, self.folded.len(), counts.len())?;
+        self.folded.copy_from_slice(counts);
+        self.folded_total = counts.iter().sum();
+        self.zero_device()
+    }
+
+    fn fold(&mut self) -> Result<()> {
+        let recent = self.device.stream().clone_dtoh(&self.device)?;
+        for (total, c) in self.folded.iter_mut().zip(recent) {
+            *total += u64::from(c);
+            self.folded_total += u64::from(c);
+        }
+        self.zero_device()
+    }
+
+    fn zero_device(&mut self) -> Result<()> {
+        let stream = self.device.stream().clone();
+        Ok(stream.memset_zeros(&mut self.device)?)
+    }
+}
+
+/// The most steps the device's 32-bit counts take before [`ChainStats::fold_counts`]: a chain
+/// counts at most one step per step, so its counts cannot pass `u32::MAX`.
+pub const COUNT_FOLD_STEPS: u64 = u32::MAX as u64;
+
+impl ChainStats {
+    /// Counts `steps` more steps, in the moments' current sample too.
+    pub(super) fn add_steps(&mut self, steps: u64) {
+        self.steps += steps;
+        if let Some(m) = &mut self.moments {
+            m.current_n += steps;
+        }
+    }
+
+    /// Steps these statistics cover.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Accepted steps of each chain (waits for queued work).
+    pub fn accepted_counts(&self) -> Result<Vec<u64>> {
+        self.accepted.totals()
+    }
+
+    /// Steps of each chain whose `log alpha` was not finite (waits for queued work).
+    pub fn nonfinite_counts(&self) -> Result<Vec<u64>> {
+        self.nonfinite.totals()
+    }
+
+    /// Starts each chain's accepted count from `counts[batch]`, e.g. the totals of an earlier
+    /// run that this one continues (the device's counts start again from zero).
+    pub fn set_accepted_counts(&mut self, counts: &[u64]) -> Result<()> {
+        self.accepted.set("accepted counts", counts)
+    }
+
+    /// Starts each chain's non-finite count from `counts[batch]`, as
+    /// [`Self::set_accepted_counts`].
+    pub fn set_nonfinite_counts(&mut self, counts: &[u64]) -> Result<()> {
+        self.nonfinite.set("non-finite counts", counts)
+    }
+
+    /// Adds the device's 32-bit counts into the 64-bit totals and zeroes them (waits for
+    /// queued work). [`Gpu::steps`] and [`Gpu::run`] call it when needed; the results of
+    /// [`Self::accepted_counts`] and [`Self::nonfinite_counts`] do not change.
+    pub fn fold_counts(&mut self) -> Result<()> {
+        self.accepted.fold()?;
+        self.nonfinite.fold()?;
+        self.unfolded_steps = 0;
+        Ok(())
+    }
+
+    /// The fraction of all steps of all chains that were accepted (0 before any step).
+    pub fn acceptance_rate(&self) -> Result<f64> {
+        let total: u64 = self.accepted_counts()?.iter().sum();
+        let steps = self.steps as f64 * self.shape.batch() as f64;
+        Ok(if steps > 0.0 {
+            total as f64 / steps
+        } else {
+            0.0
+        })
+    }
+
+    /// The split diagnostics at the last checkpoint of the runs these statistics kept (None
+    /// before the first, or without a diagnostics plan).
+    pub fn diagnostics(&self) -> Option<&Diagnostics> {
+        self.diagnostics.as_ref()
+    }
+
+    /// Each chain's mean and sum of squared deviations over all the steps, `[batch, dim]`,
+    /// copied to the host (the two samples of a split run merged there); None if the moments
+    /// were not asked for (waits for queued work).
+    fn host_moments(&self) -> Result<Option<(Vec<f64>, Vec<f64>)>> {
+        let Some(m) = &self.moments else {
+            return Ok(None);
+        };
+        let stream = m.current.0.stream();
+        let (mut mean, mut m2) = (
+            stream.clone_dtoh(&m.current.0)?,
+            stream.clone_dtoh(&m.current.1)?,
+        );
+        if let Some((first_mean, first_m2)) = m.first.as_ref().filter(|_| m.first_n > 0) {
+            let (first_mean, first_m2) =
+                (stream.clone_dtoh(first_mean)?, stream.clone_dtoh(first_m2)?);
+            for e in 0..mean.len() {
+                (mean[e], m2[e]) = fused_mh_kernel::moments::merge(
+                    (m.first_n, first_mean[e], first_m2[e]),
+                    (m.current_n, mean[e], m2[e]),
+                );
+            }
+        }
+        Ok(Some((mean, m2)))
+    }
+
+    /// The mean of each chain's states over the steps, `[batch, dim]` (None if the moments
+    /// were not asked for).
+    pub fn means(&self) -> Result<Option<Vec<f64>>> {
+        Ok(self.host_moments()?.map(|(mean, _)| mean))
+    }
+
+    /// The variance of each chain's states over the steps, `[batch, dim]`: the mean squared
+    /// deviation from [`Self::means`] (divided by the number of steps, as NumPy's `var`).
+    pub fn variances(&self) -> Result<Option<Vec<f64>>> {
+        let n = self.steps.max(1) as f64;
+        Ok(self
+            .host_moments()?
+            .map(|(_, m2)| m2.into_iter().map(|v| v / n).collect()))
+    }
+}
+
+impl Gpu {
+    /// Zeroed statistics for chains of `shape`, with the running moments if `moments`.
+    pub fn new_stats(&self, shape: Shape, moments: bool) -> Result<ChainStats> {
+        let moments = if moments {
+            Some(Moments {
+                current: (
+                    self.alloc("means", shape.len())?,
+                    self.alloc("variances", shape.len())?,
+                ),
+                current_n: 0,
+                first: None,
+                first_n: 0,
+                first_sums: Vec::new(),
+            })
+        } else {
+            None
+        };
+        Ok(ChainStats {
+            accepted: Counts::new(self, "accepted counts", shape.batch())?,
+            nonfinite: Counts::new(self, "non-finite counts", shape.batch())?,
+            unfolded_steps: 0,
+            moments,
+            shape,
+            steps: 0,
+            diagnostics: None,
+        })
+    }
+}

@@ -1,0 +1,230 @@
+//! The convergence diagnostics on a real GPU: the reduction kernel against the host's formula
+//! on the same moments, the split statistics of a run against the split computed from its own
+//! trace, and the early stop. Reported as ignored without a GPU (libtest-mimic, as `gpu.rs`).
+
+use std::process::ExitCode;
+
+use fused_mh::diagnostics::SplitSchedule;
+use fused_mh::{Gpu, Shape, StepConfig, Target};
+use libtest_mimic::{Arguments, Failed, Trial};
+use rand::{Rng, SeedableRng};
+use rand_distr::StandardNormal;
+use rand_xorshift::XorShiftRng;
+
+mod support;
+
+fn open() -> Result<Gpu, Failed> {
+    Gpu::open(0).map_err(|e| format!("no GPU to run on: {e}").into())
+}
+
+/// A target (mu in [-2, 2], sigma in [0.5, 2]) and chains drawn 1.5 sigma wide around it.
+fn random_problem(batch: usize, dim: usize, seed: u64) -> (Shape, Vec<f32>, Target, f32) {
+    let mut r = XorShiftRng::seed_from_u64(seed);
+    let shape = Shape::new(batch, dim).expect("valid test shape");
+    let mu: Vec<f32> = (0..dim).map(|_| r.random_range(-2.0..2.0)).collect();
+    let sigma: Vec<f32> = (0..dim).map(|_| r.random_range(0.5..2.0)).collect();
+    let x = (0..shape.len())
+        .map(|i| mu[i % dim] + 1.5 * sigma[i % dim] * r.sample::<f32, _>(StandardNormal))
+        .collect();
+    let target = Target::new(mu, sigma).expect("valid target");
+    (shape, x, target, 1.2 / (dim as f32).sqrt())
+}
+
+/// The diagnostics the GPU reduces from its running moments (`Gpu::diagnostics`) against the
+/// library's two-pass formula on the same moments copied to the host: the same numbers up to
+/// f64 rounding (the GPU adds superchains in no fixed order; 1e-9 relative is thousands of
+/// times the rounding of sums of 10^4 terms).
+fn gpu_diagnostics_match_the_moments(batch: usize, dim: usize, m: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, step_size) = random_problem(batch, dim, (batch + dim + m) as u64);
+    let config = StepConfig::new(step_size, 17)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let plan = fused_mh::RunPlan::new(30, 10);
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut stats,
+        &mut |_| {},
+        &mut |_| Ok(()),
+    )?;
+    let on_gpu = gpu.diagnostics(&stats, &target_dev, m)?;
+    let (mean, var) = (
+        stats.means()?.unwrap_or_default(),
+        stats.variances()?.unwrap_or_default(),
+    );
+    let want = fused_mh::diagnostics::from_chain_moments(shape, m, 30, &mean, &var)?;
+    // Integer counts add exactly in f64: the same rate as the counts copied to the host.
+    if on_gpu.acceptance_rate != Some(stats.acceptance_rate()?) {
+        return Err(format!(
+            "acceptance {:?} on the GPU, {} from the counts",
+            on_gpu.acceptance_rate,
+            stats.acceptance_rate()?
+        )
+        .into());
+    }
+    for (label, got, want) in [
+        ("nested R-hat", &on_gpu.nested_rhat, &want.nested_rhat),
+        ("ESS", &on_gpu.ess, &want.ess),
+        ("pooled variance", &on_gpu.variance, &want.variance),
+    ] {
+        if let Some(d) = (0..dim).find(|&d| (got[d] - want[d]).abs() > 1e-9 * want[d].abs()) {
+            return Err(format!(
+                "({batch}, {dim}, M={m}) {label}[{d}]: GPU {}, host {}",
+                got[d], want[d]
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// An early stop on split nested R-hat (`RunPlan::diagnostics`) stops at a checkpoint, and its states
+/// are the states of a run of that many steps, bit for bit.
+fn early_stop_equals_the_shorter_run() -> Result<(), Failed> {
+    let gpu = open()?;
+    let (batch, dim, m) = (4096, 8, 16);
+    let (shape, x, target, step_size) = random_problem(batch, dim, 99);
+    // Superchains start from their first chain's state: far apart at first, then they meet.
+    let x: Vec<f32> = (0..batch * dim)
+        .map(|i| 3.0 * x[(i / dim / m * m) * dim + i % dim])
+        .collect();
+    let config = StepConfig::new(step_size, 5)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let run = |steps: u64, until: Option<f64>| -> Result<(u64, Vec<f32>), Failed> {
+        let mut chains = gpu.upload_chains(&x, shape)?;
+        let mut stats = gpu.new_stats(shape, true)?;
+        let plan = fused_mh::RunPlan {
+            diagnostics: Some(fused_mh::DiagnosticsPlan {
+                superchain_size: m,
+                until_rhat: until,
+                min_draws: 20,
+                schedule: SplitSchedule::from_min_draws(20),
+            }),
+            ..fused_mh::RunPlan::new(steps, 25)
+        };
+        let ran = gpu.run(
+            &mut chains,
+            &target_dev,
+            &config,
+            &plan,
+            &mut stats,
+            &mut |_| {},
+            &mut |_| Ok(()),
+        )?;
+        Ok((ran, chains.x()?))
+    };
+    let (stopped_at, x_stopped) = run(100_000, Some(1.05))?;
+    // Checkpoints at 20, 40, 80, ...
+    if stopped_at >= 100_000 || !(stopped_at / 20).is_power_of_two() || stopped_at % 20 != 0 {
+        return Err(format!("the run stopped at {stopped_at}").into());
+    }
+    let (ran, x_short) = run(stopped_at, None)?;
+    let same = x_stopped
+        .iter()
+        .zip(&x_short)
+        .all(|(a, b)| a.to_bits() == b.to_bits());
+    if ran != stopped_at || !same {
+        return Err(format!("stopped at {stopped_at}: not the {ran}-step run's states").into());
+    }
+    Ok(())
+}
+
+/// A GPU run's split diagnostics (`ChainStats::diagnostics`, at the last checkpoint) against
+/// split nested R-hat computed in f64 from the run's own full trace (`support`). The kernels
+/// accumulate each launch in f32 (Welford over at most K = 10 values) before merging in f64:
+/// the moments then carry relative errors near 1e-7 of the states' scale, which reach B / W
+/// at about 1e-5 relative with these spreads; 1e-4 on R-hat^2 - 1 is ten times that. The
+/// chains start together far out (a shared trend), in superchains of `m`; rows of 1030 run
+/// as single steps.
+fn split_diagnostics_match_the_trace(batch: usize, dim: usize, m: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, step_size) = random_problem(batch, dim, (7 * batch + dim) as u64);
+    let x: Vec<f32> = (0..shape.len())
+        .map(|i| x[(i / dim / m * m) * dim + i % dim] + 3.0 * target.sigma()[i % dim])
+        .collect();
+    let steps = 96;
+    let plan = fused_mh::RunPlan {
+        thin: 1,
+        diagnostics: Some(fused_mh::DiagnosticsPlan {
+            superchain_size: m,
+            until_rhat: None,
+            min_draws: 4,
+            schedule: SplitSchedule::ending_at(steps).ok_or("a schedule")?,
+        }),
+        ..fused_mh::RunPlan::new(steps, 10)
+    };
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let mut trace = Vec::new();
+    let mut checkpoints = Vec::new();
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &StepConfig::new(step_size, 3)?,
+        &plan,
+        &mut stats,
+        &mut |p| checkpoints.extend(p.diagnostics.map(|_| p.done)),
+        &mut |chunk| {
+            trace.extend_from_slice(chunk.states);
+            Ok(())
+        },
+    )?;
+    // 96 = 3 * 2^5: checkpoints at 6, 12, 24, 48, 96.
+    if checkpoints != [6, 12, 24, 48, 96] {
+        return Err(format!("checkpoints {checkpoints:?}").into());
+    }
+    let got = stats.diagnostics().ok_or("no diagnostics")?;
+    let want = support::split_nested_rhat_from_trace(&trace, shape, m, steps as usize);
+    for d in 0..dim {
+        let (g, w) = (got.nested_rhat[d].powi(2) - 1.0, want[d].powi(2) - 1.0);
+        if (g - w).abs() > 1e-4 * w.abs() {
+            return Err(format!(
+                "({batch}, {dim}, M={m}) dim {d}: R-hat {} on the GPU, {} from the trace",
+                got.nested_rhat[d], want[d]
+            )
+            .into());
+        }
+    }
+    if got.draws != steps || got.max_nested_rhat() < 1.01 {
+        return Err(format!("a shared trend unseen: {got:?}").into());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let gpu_present = match Gpu::open(0) {
+        Ok(gpu) => {
+            eprintln!("GPU diagnostics tests on {}", gpu.name());
+            true
+        }
+        Err(e) => {
+            eprintln!("GPU diagnostics tests ignored: {e}");
+            false
+        }
+    };
+    let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
+        Trial::test(name, f).with_ignored_flag(!gpu_present)
+    };
+    let mut trials = Vec::new();
+    for (batch, dim, m) in [(4096, 40, 4), (1000, 33, 1), (512, 70, 8), (64, 1030, 2)] {
+        trials.push(gpu_test(
+            format!("gpu_diagnostics_match_the_moments::{batch}x{dim}::m{m}"),
+            Box::new(move || gpu_diagnostics_match_the_moments(batch, dim, m)),
+        ));
+        trials.push(gpu_test(
+            format!("split_diagnostics_match_the_trace::{batch}x{dim}::m{m}"),
+            Box::new(move || split_diagnostics_match_the_trace(batch, dim, m)),
+        ));
+    }
+    trials.push(gpu_test(
+        "early_stop_equals_the_shorter_run".into(),
+        Box::new(early_stop_equals_the_shorter_run),
+    ));
+    libtest_mimic::run(&args, trials).exit_code()
+}
