@@ -37,14 +37,21 @@ sanitize)
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
     fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030
     lesson_matches_cpu::1::37x12 lesson_matches_cpu::2::5x260 lesson_matches_cpu::3::1000x64
-    lesson_matches_cpu::4::300x1024 gpu_diagnostics_match_the_moments::512x70::m8
+    lesson_matches_cpu::4::300x1024
     scales_of_one_change_nothing::3000x33 scaled_run_matches_cpu::600x300
     scaled_run_matches_cpu::50x1025 nonfinite_counts_are_exact::64x10
     nonfinite_counts_are_exact::8x1030"
+  # The diagnostics' kernels: the sums, the split halves' merge (rows in registers and the
+  # long rows' stats update).
+  diag_tests=$(ls .gpu/bin/test-test-gpu_diagnostics)
+  diag_cases="gpu_diagnostics_match_the_moments::512x70::m8
+    split_diagnostics_match_the_trace::512x70::m8 split_diagnostics_match_the_trace::64x1030::m2"
   for tool in memcheck racecheck; do
-    for c in $cases; do
+    for c in $cases $diag_cases; do
       log="$out/sanitize-$tool-${c//:/_}.log"
-      compute-sanitizer --tool "$tool" --error-exitcode 9 "$gpu_tests" --exact "$c" >"$log" 2>&1
+      binary=$gpu_tests
+      for d in $diag_cases; do [ "$d" = "$c" ] && binary=$diag_tests; done
+      compute-sanitizer --tool "$tool" --error-exitcode 9 "$binary" --exact "$c" >"$log" 2>&1
       rc=$?
       echo "$tool $c: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1), $(grep -cE '^test .* ok$' "$log") ok"
       [ $rc -eq 0 ] || status=1

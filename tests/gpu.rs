@@ -519,6 +519,7 @@ struct Ran {
     x_bits: Vec<u32>,
     accepted: Vec<u64>,
     nonfinite: Vec<u64>,
+    null_moves: Vec<u64>,
     /// The running means' bits (with moments).
     mean_bits: Option<Vec<u64>>,
 }
@@ -549,6 +550,7 @@ fn gpu_run(
         x_bits: chains.x()?.iter().map(|v| v.to_bits()).collect(),
         accepted: stats.accepted_counts()?,
         nonfinite: stats.nonfinite_counts()?,
+        null_moves: stats.null_move_counts()?,
         mean_bits: stats
             .means()?
             .map(|m| m.iter().map(|v| v.to_bits()).collect()),
@@ -641,7 +643,9 @@ fn scaled_run_matches_cpu(batch: usize, dim: usize) -> Result<(), Failed> {
 
 /// Rows planted with a NaN, +inf or -inf count every one of their steps as non-finite, the
 /// others none, through launches of the fused kernels (split or not; the run's single steps for
-/// rows of 1030), with and without scales and moments; the planted rows never move.
+/// rows of 1030), with and without scales and moments; the planted rows never move. A row
+/// planted at 10^8 in every coordinate (where one float32 step is 8, and the proposals move
+/// by about 1) counts every step as a null move, and no other row counts one.
 fn nonfinite_counts_are_exact(batch: usize, dim: usize) -> Result<(), Failed> {
     let gpu = open()?;
     let (shape, mut x, target, step_size) = random_problem(batch, dim, 41);
@@ -653,6 +657,8 @@ fn nonfinite_counts_are_exact(batch: usize, dim: usize) -> Result<(), Failed> {
     for (row, value) in planted {
         x[row * dim + dim / 2] = value;
     }
+    let stuck = 3;
+    x[stuck * dim..(stuck + 1) * dim].fill(1.0e8);
     let plain = StepConfig::new(step_size, 2)?;
     let scaled = plain.clone().with_scales(&vec![0.5; dim])?;
     let steps = 25;
@@ -672,6 +678,14 @@ fn nonfinite_counts_are_exact(batch: usize, dim: usize) -> Result<(), Failed> {
             };
             if n != want {
                 return Err(format!("({batch}, {dim}): row {row} counted {n}, not {want}").into());
+            }
+        }
+        for (row, &n) in ran.null_moves.iter().enumerate() {
+            let want = if row == stuck { steps } else { 0 };
+            if n != want {
+                return Err(
+                    format!("({batch}, {dim}): row {row}: {n} null moves, not {want}").into(),
+                );
             }
         }
         for (row, _) in planted {

@@ -65,9 +65,17 @@ def step_with_noise(x, mu, sigma, step_size, noise, uniform):
 
 def run(x, mu, sigma, step_size, steps, seed=0, first_step=0, thin=0, steps_per_launch=100):
     """`steps` steps of every chain from step counter `first_step`, as `host run` runs them: a
-    dict with the final states `x`, `accepted_count` and `nonfinite_count` (uint64 per chain),
-    each chain's `mean` and `var` over the steps, `trace[steps // thin, B, dim]` when
-    `thin > 0`, and `steps`.
+    dict with the final states `x`, `accepted_count`, `nonfinite_count` and `null_move_count`
+    (uint64 per chain: steps with a non-finite log alpha, and proposals that rounded back to
+    the state), each chain's `mean` and `var` over the steps, `trace[steps // thin, B, dim]`
+    when `thin > 0`, `diagnostics` and `steps`.
+
+    `diagnostics` holds what `host run` records in summary.json's `diagnostics`: split R-hat
+    (`nested_rhat`) and the `ess` per dimension at the run's last checkpoint (`draws` per
+    chain), `max_nested_rhat`, `min_ess`, `acceptance_rate`, the starting points' spread
+    against sigma (`start_spread`) and the dimensions where it is too small for R-hat to see
+    anything (`blind_dimensions`), and `converged` (every R-hat below `rhat_threshold`, 1.01,
+    and no blind dimension). It is None for one chain or fewer than 4 steps.
 
     On NumPy arrays (or CPU tensors) this is the CPU reference, `host run --cpu`. On a CUDA
     tensor or a JAX GPU array it is the fused kernel, `steps_per_launch` steps per launch, on a

@@ -106,8 +106,10 @@ pub fn step_with_noise<'py>(
 }
 
 /// `steps` steps from step counter `first_step`, as `host run` does them: a dict with the
-/// final states `x`, `accepted_count` and `nonfinite_count` (uint64), the per-chain `mean` and
-/// `var` over the steps, `trace[steps / thin, B, dim]` with `thin > 0`, and `steps`.
+/// final states `x`, `accepted_count`, `nonfinite_count` and `null_move_count` (uint64), the
+/// per-chain `mean` and `var` over the steps, `trace[steps / thin, B, dim]` with `thin > 0`,
+/// `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None without a checkpoint), and
+/// `steps`.
 #[pyfunction]
 #[pyo3(signature = (x, mu, sigma, step_size, seed, first_step, steps, thin=0))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
@@ -164,6 +166,7 @@ pub fn run<'py>(
     result.set_item("x", array(out.x).map_err(bad)?.into_pyarray(py))?;
     result.set_item("accepted_count", out.accepted.into_pyarray(py))?;
     result.set_item("nonfinite_count", out.nonfinite.into_pyarray(py))?;
+    result.set_item("null_move_count", out.null_moves.into_pyarray(py))?;
     let moments = |v: Vec<f64>| Array2::from_shape_vec((b, d), v);
     result.set_item("mean", moments(out.mean).map_err(bad)?.into_pyarray(py))?;
     result.set_item("var", moments(out.var).map_err(bad)?.into_pyarray(py))?;

@@ -209,9 +209,10 @@ impl Device {
     /// the fused kernel (`Gpu::run`, as `host run` does them), on a device copy of `x` (`x`
     /// itself is not written). Returns a dict: on the device, as [`Exported`] arrays, `x` the
     /// final states and each chain's running `mean` and `m2` (float64 `[B, dim]`, the sums of
-    /// squared deviations: the variances are `m2 / steps`); as NumPy arrays `accepted_count`
-    /// and `nonfinite_count` (uint64) and `trace` (`[steps / thin, B, dim]` float32, with
-    /// `thin > 0`); and `steps`.
+    /// squared deviations: the variances are `m2 / steps`); as NumPy arrays `accepted_count`,
+    /// `nonfinite_count` and `null_move_count` (uint64) and `trace` (`[steps / thin, B, dim]`
+    /// float32, with `thin > 0`); `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None
+    /// without a checkpoint); and `steps`.
     #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
@@ -270,6 +271,8 @@ impl Device {
         let counts = (stats.accepted_counts(), stats.nonfinite_counts());
         result.set_item("accepted_count", counts.0.map_err(to_py)?.into_pyarray(py))?;
         result.set_item("nonfinite_count", counts.1.map_err(to_py)?.into_pyarray(py))?;
+        let nulls = stats.null_move_counts().map_err(to_py)?;
+        result.set_item("null_move_count", nulls.into_pyarray(py))?;
         if thin > 0 {
             let n = trace.len() / shape.len();
             let trace = Array3::from_shape_vec((n, b, d), trace)

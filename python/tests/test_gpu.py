@@ -1,6 +1,8 @@
 """The package on PyTorch CUDA tensors (skipped without torch and a GPU): the GPU kernels in
 place, on the caller's stream, against the reference PyTorch module and `host run`."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -89,9 +91,14 @@ def test_run_equals_host_run(tmp_path, host):
     assert r["x"].is_cuda and r["steps"] == 30 and same_bits(xt.cpu().numpy(), x)
     assert same_bits(r["x"].cpu().numpy(), np.load(out / "x.npy"))
     assert r["mean"].is_cuda and r["var"].dtype == torch.float64
-    for name in ["accepted_count", "nonfinite_count", "trace"]:
+    for name in ["accepted_count", "nonfinite_count", "null_move_count", "trace"]:
         assert same_bits(r[name], np.load(out / f"{name}.npy")), name
     assert same_bits(r["mean"].cpu().numpy(), np.load(out / "mean.npy"))
+    # The split diagnostics (30 steps: the last checkpoint at 30), as summary.json has them.
+    want = json.loads((out / "summary.json").read_text())["diagnostics"]
+    assert r["diagnostics"]["draws"] == want["draws"] == 30
+    assert np.array_equal(r["diagnostics"]["nested_rhat"], np.array(want["nested_rhat"]))
+    assert np.array_equal(r["diagnostics"]["ess"], np.array(want["ess"]))
     # The variances are m2 / steps, divided by PyTorch on the device, which multiplies by the
     # reciprocal: one more rounding than host run's division, so within 2 ulp (f64: 4.5e-16).
     np.testing.assert_allclose(r["var"].cpu().numpy(), np.load(out / "var.npy"), rtol=4.5e-16)

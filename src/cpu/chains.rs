@@ -15,6 +15,9 @@ pub struct ChainsOutput {
     pub accepted: Vec<u64>,
     /// `[batch]`: steps of each chain whose `log alpha` was not finite (never accepted).
     pub nonfinite: Vec<u64>,
+    /// `[batch]`: null moves of each chain: steps whose `log alpha` was exactly 0 because the
+    /// proposal rounded back to the state (accepted, and no move).
+    pub null_moves: Vec<u64>,
     /// `[batch, dim]`: the mean of each chain's states over the steps.
     pub mean: Vec<f64>,
     /// `[batch, dim]`: their variance (mean squared deviation, as NumPy's `var`).
@@ -27,9 +30,10 @@ pub struct ChainsOutput {
 }
 
 /// `steps` steps from step counter `first_step` with the statistics of [`crate::Gpu::run`]
-/// (all cores), with the configuration's per-dimension scales if it has them: accepted and
-/// non-finite counts, running moments (Welford's update in f64, one step at a time; split on
-/// the diagnostics plan's schedule, [`crate::diagnostics::split`]), and every `thin`-th state
+/// (all cores), with the configuration's per-dimension scales if it has them: accepted,
+/// non-finite and null-move counts, running moments (Welford's update in f64, one step at a
+/// time; split on the diagnostics plan's schedule, [`crate::diagnostics::split`]), and every
+/// `thin`-th state
 /// handed to `on_trace(save_index, state)` (`thin = 0`: none). `on_progress` follows each
 /// step; at each checkpoint of the plan it carries the convergence diagnostics, and the run
 /// stops there if the plan's early stop is met.
@@ -53,6 +57,7 @@ pub fn run_chains(
     let proposal_scales = config.proposal_scales(shape)?;
     let mut accepted = host_memory::filled("accepted counts", shape.batch(), 0u64)?;
     let mut nonfinite = host_memory::filled("non-finite counts", shape.batch(), 0u64)?;
+    let mut null_moves = host_memory::filled("null-move counts", shape.batch(), 0u64)?;
     let mut last = None;
     let mut done = 0;
     while done < steps {
@@ -61,8 +66,13 @@ pub fn run_chains(
         for (c, a) in accepted.iter_mut().zip(&out.accepted) {
             *c += u64::from(*a);
         }
-        for (c, a) in nonfinite.iter_mut().zip(&out.log_alpha) {
+        for ((c, n), a) in nonfinite
+            .iter_mut()
+            .zip(&mut null_moves)
+            .zip(&out.log_alpha)
+        {
             *c += u64::from(!fused_mh_kernel::mh::is_finite(*a));
+            *n += u64::from(*a == 0.0);
         }
         x = out.x_new;
         moments.push(&x);
@@ -95,6 +105,7 @@ pub fn run_chains(
         x,
         accepted,
         nonfinite,
+        null_moves,
         mean,
         var,
         steps: done,
@@ -169,6 +180,20 @@ mod tests {
             &mut |_| {},
         );
         assert!(err.is_err());
+    }
+
+    /// States next to 10^8, where one float32 step is 8: a proposal scale of 0.5 rounds back to
+    /// the state in every coordinate, so every step is a null move (accepted, no move); the
+    /// ordinary problem has none.
+    #[test]
+    fn null_moves_are_counted() {
+        let (shape, x, target) = problem();
+        let out = run(&x, shape, &target, &StepConfig::new(0.7, 4).unwrap());
+        assert_eq!(out.null_moves, vec![0; 9]);
+        let far = vec![1.0e8f32; 63];
+        let out = run(&far, shape, &target, &StepConfig::new(0.5, 4).unwrap());
+        assert_eq!((out.null_moves, out.accepted), (vec![12; 9], vec![12; 9]));
+        assert_eq!(out.x, far);
     }
 
     /// Rows planted with a NaN or an infinity count every step as non-finite and never move;

@@ -122,7 +122,7 @@ impl Gpu {
     }
 
     /// Merges the current sample of `moments` into the first (allocating it, the first time)
-    /// and empties the current one.
+    /// and empties the current one (its count 0: the next launch writes it afresh).
     fn absorb_current(&self, moments: &mut Moments, shape: Shape) -> Result<()> {
         if moments.first_n == 0 {
             // Nothing before: the current sample becomes the first, and a zeroed one the current.
@@ -155,9 +155,8 @@ impl Gpu {
             unsafe { launch.launch(grid(chosen)) }?;
         }
         moments.first_n += moments.current_n;
+        // The kernels write, not read, moments whose count is 0: nothing to clear.
         moments.current_n = 0;
-        self.stream.memset_zeros(&mut moments.current.0)?;
-        self.stream.memset_zeros(&mut moments.current.1)?;
         Ok(())
     }
 

@@ -9,8 +9,9 @@ use crate::{Diagnostics, Shape};
 
 /// Per-chain statistics of a run, on the GPU: always the accepted-step count of each chain and
 /// its count of non-finite steps (whose `log alpha` was a NaN or an infinity: the state or the
-/// proposal held one, or the terms overflowed; such a step never moves the chain); optionally
-/// (chosen at creation) the running mean and variance of each chain and coordinate.
+/// proposal held one, or the terms overflowed; such a step never moves the chain) and of null
+/// moves (the proposal rounded back to the state); optionally (chosen at creation) the running
+/// mean and variance of each chain and coordinate.
 ///
 /// The moments are kept in f64: each launch accumulates its `K` steps in registers (Welford's
 /// update in f32, over at most `K` values) and merges them into the f64 totals (Chan's formula
@@ -25,6 +26,7 @@ use crate::{Diagnostics, Shape};
 pub struct ChainStats {
     pub(super) accepted: Counts,
     pub(super) nonfinite: Counts,
+    pub(super) null_moves: Counts,
     /// Steps in the device's counts since the last fold (at most [`COUNT_FOLD_STEPS`]).
     pub(super) unfolded_steps: u64,
     pub(super) moments: Option<Moments>,
@@ -135,6 +137,13 @@ impl ChainStats {
         self.accepted.set("accepted counts", counts)
     }
 
+    /// Steps of each chain that were null moves: their `log alpha` terms totalled exactly 0,
+    /// because the proposal rounded back to the state in float32 (such a step is accepted and
+    /// moves nothing; `fused_mh::reach`). Waits for queued work.
+    pub fn null_move_counts(&self) -> Result<Vec<u64>> {
+        self.null_moves.totals()
+    }
+
     /// Starts each chain's non-finite count from `counts[batch]`, as
     /// [`Self::set_accepted_counts`].
     pub fn set_nonfinite_counts(&mut self, counts: &[u64]) -> Result<()> {
@@ -147,6 +156,7 @@ impl ChainStats {
     pub fn fold_counts(&mut self) -> Result<()> {
         self.accepted.fold()?;
         self.nonfinite.fold()?;
+        self.null_moves.fold()?;
         self.unfolded_steps = 0;
         Ok(())
     }
@@ -229,6 +239,7 @@ impl Gpu {
         Ok(ChainStats {
             accepted: Counts::new(self, "accepted counts", shape.batch())?,
             nonfinite: Counts::new(self, "non-finite counts", shape.batch())?,
+            null_moves: Counts::new(self, "null-move counts", shape.batch())?,
             unfolded_steps: 0,
             moments,
             shape,

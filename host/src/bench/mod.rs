@@ -8,7 +8,10 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Args, ValueEnum};
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use fused_mh::{ChainStats, DeviceChains, DeviceTarget, Error, Gpu, Shape, cpu};
+use fused_mh::diagnostics::SplitSchedule;
+use fused_mh::{
+    ChainStats, DeviceChains, DeviceTarget, DiagnosticsPlan, Error, Gpu, RunPlan, Shape, cpu,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
@@ -522,14 +525,23 @@ struct AddedCost {
     target_fraction: f64,
 }
 
-/// The shape the diagnostics' cost is measured at, and its target: at most 5 % of the launch.
+/// The shape the diagnostics' cost is measured at, and its target: at most 5 % of the run's
+/// fused launches.
 const DIAGNOSTICS_CASE: (usize, usize, u32, f64) = (1048576, 64, 100, 0.05);
 
-/// Times fused launches with moments at [`DIAGNOSTICS_CASE`], alone and each followed by the
-/// diagnostics as [`Gpu::run`] computes them.
+/// The run whose diagnostics are timed: 10 launches of [`DIAGNOSTICS_CASE`]'s K, as `host
+/// run --steps 1000` makes them (its split statistics close halves after 125, 250, 500 and
+/// 1000 steps, the last three checkpoints).
+const DIAGNOSTICS_RUN_STEPS: u64 = 1000;
+
+/// Times runs of [`DIAGNOSTICS_RUN_STEPS`] steps with moments at [`DIAGNOSTICS_CASE`] (fresh
+/// statistics each), without and with the split diagnostics as `host run` plans them; the
+/// times are of the whole run, so `fraction` is what the diagnostics add to it (the launches
+/// cut at the boundaries, the merges and the reductions).
 fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<AddedCost> {
     let (_, dim, k, _) = DIAGNOSTICS_CASE;
     let inputs = inputs::generate(DIAGNOSTICS_CASE.0, dim, args.seed, false)?;
+    let schedule = SplitSchedule::ending_at(DIAGNOSTICS_RUN_STEPS).expect("a long enough run");
     added_cost(
         gpu,
         args,
@@ -537,10 +549,26 @@ fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<AddedCost> {
         &inputs,
         true,
         |gpu, run, with| {
-            gpu.steps(run.chains, run.target, &inputs.config, k, run.stats)?;
-            if with {
-                gpu.diagnostics(run.stats, run.target, 1)?;
-            }
+            let mut stats = gpu.new_stats(inputs.shape, true)?;
+            let plan = RunPlan {
+                diagnostics: with.then_some(DiagnosticsPlan {
+                    superchain_size: 1,
+                    until_rhat: None,
+                    min_draws: 4,
+                    schedule,
+                }),
+                ..RunPlan::new(DIAGNOSTICS_RUN_STEPS, k)
+            };
+            let config = &inputs.config;
+            gpu.run(
+                run.chains,
+                run.target,
+                config,
+                &plan,
+                &mut stats,
+                &mut |_| {},
+                &mut |_| Ok(()),
+            )?;
             Ok(())
         },
     )

@@ -114,27 +114,43 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
         )?;
     }
     if let Some(d) = &report.diagnostics_cost {
-        let what = "diagnostics after each launch";
-        added_cost_line(&mut out, what, "with moments", "with the diagnostics", d)?;
+        let what = "split diagnostics over a 1000-step run";
+        added_cost_line(
+            &mut out,
+            what,
+            "run",
+            "with moments",
+            "with the diagnostics",
+            d,
+        )?;
     }
     if let Some(d) = &report.scales_cost {
         let what = "per-dimension proposal scales";
-        added_cost_line(&mut out, what, "with the step size", "with scales", d)?;
+        added_cost_line(
+            &mut out,
+            what,
+            "launch",
+            "with the step size",
+            "with scales",
+            d,
+        )?;
     }
     Ok(out)
 }
 
-/// One line of what something added to a fused launch costs, and whether that met its target.
+/// One line of what something added to a fused launch (or run: `per`) costs, and whether that
+/// met its target.
 fn added_cost_line(
     out: &mut String,
     what: &str,
+    per: &str,
     alone: &str,
     with: &str,
     d: &AddedCost,
 ) -> std::fmt::Result {
     writeln!(
         out,
-        "{what}, {}x{}, K = {}: {:.1} us/launch {alone}, {:.1} {with} ({:+.1} %, target <= \
+        "{what}, {}x{}, K = {}: {:.1} us/{per} {alone}, {:.1} {with} ({:+.1} %, target <= \
          {:.0} %: {})",
         d.batch,
         d.dim,

@@ -120,7 +120,7 @@ mod tests {
             .collect();
         let svg = rhat(&history, Some(1.01), 0, "test").expect("drawn");
         assert!(svg.starts_with("<svg") && svg.contains("--until-rhat 1.01"));
-        assert!(svg.contains(">steps<") && !svg.contains("burn-in"));
+        assert!(svg.contains("\nsteps\n") && !svg.contains("burn-in"));
         let burnt = rhat(&history, None, 500, "test").expect("drawn");
         assert!(burnt.contains("steps after the burn-in of 500"));
         assert!(

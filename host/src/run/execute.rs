@@ -173,6 +173,7 @@ pub fn chains(
                 Stats {
                     accepted: stats.accepted_counts()?,
                     nonfinite: stats.nonfinite_counts()?,
+                    null_moves: stats.null_move_counts()?,
                     mean: stats.means()?.ok_or_else(missing)?,
                     var: stats.variances()?.ok_or_else(missing)?,
                 },
@@ -223,6 +224,7 @@ pub fn chains(
                 Stats {
                     accepted: out.accepted,
                     nonfinite: out.nonfinite,
+                    null_moves: out.null_moves,
                     mean: out.mean,
                     var: out.var,
                 },

@@ -17,6 +17,9 @@
 //! - `nonfinite_count.npy` `[B]` u64: per chain, the steps whose `log alpha` was not finite (a
 //!   NaN or an infinity in the state or the proposal; never accepted), with their total and
 //!   the number of chains hit in the summary and, when not zero, a warning in the report;
+//! - `null_move_count.npy` `[B]` u64: per chain, the null moves: steps whose proposal
+//!   rounded back to the state in float32 (accepted, no move), with their total and share in
+//!   the summary and a warning when a chain has more than 1 % of them;
 //! - `mu.npy`, `sigma.npy` `[dim]` f32: the target, so that `--resume DIR` needs nothing else;
 //! - `trace.npy` `[steps / thin, B, dim]` f32 with `--thin`: the state after every thin-th step;
 //! - with `--noise` and `--uniform` instead: `x_new.npy` and `accepted.npy` (bool) of exactly
@@ -383,6 +386,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         accepted_total: 0,
         converged: None,
         nonfinite: None,
+        null_moves: None,
         scales: scales.clone(),
         acceptance_rate: 0.0,
         seconds: 0.0,
@@ -436,12 +440,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         npy::write(&out.path("x.npy"), &[b, d], &x)?;
         npy::write(&out.path("accepted_count.npy"), &[b], &stats.accepted)?;
         npy::write(&out.path("nonfinite_count.npy"), &[b], &stats.nonfinite)?;
+        npy::write(&out.path("null_move_count.npy"), &[b], &stats.null_moves)?;
         npy::write(&out.path("mean.npy"), &[b, d], &stats.mean)?;
         npy::write(&out.path("var.npy"), &[b, d], &stats.var)?;
         npy::write(&out.path("mu.npy"), &[d], inputs.target.mu())?;
         npy::write(&out.path("sigma.npy"), &[d], inputs.target.sigma())?;
         summary.files = ["x.npy", "accepted_count.npy", "nonfinite_count.npy"]
             .into_iter()
+            .chain(["null_move_count.npy"])
             .chain(["mean.npy", "var.npy"])
             .chain(["mu.npy", "sigma.npy"])
             .chain(args.thin.map(|_| "trace.npy"))
@@ -491,6 +497,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             chains: stats.nonfinite.iter().filter(|&&n| n > 0).count() as u64,
             before_statistics: warmup_nonfinite + burn_in_nonfinite,
         });
+        summary.null_moves = Some(summary::NullMoves::new(&stats.null_moves, ran));
         summary.acceptance_rate = summary.accepted_total as f64 / (ran as f64 * b as f64);
         report::describe(&summary, &inputs.target, &stats, &unreachable)
     };
@@ -532,12 +539,17 @@ fn host_budget(shape: Shape, caller_noise: bool, cpu: bool, plan: &RunPlan) -> B
     } else if cpu {
         // The reference's working state and each step's output, its moments, its counts and
         // decisions.
-        b.add("states", 8 * len).add("running moments", 16 * len);
-        b.add("per-chain counts", 48 * batch);
+        // The moments: two samples with diagnostics (the split halves).
+        let samples = if plan.diagnostics.is_some() { 2 } else { 1 };
+        b.add("states", 8 * len)
+            .add("running moments", samples * 16 * len);
+        b.add("per-chain counts", 56 * batch);
     } else {
+        // The moments' two samples are copied back and merged on the host.
+        let samples = if plan.diagnostics.is_some() { 2 } else { 1 };
         b.add("final states", 4 * len)
-            .add("means and variances", 16 * len);
-        b.add("accepted and non-finite counts", 16 * batch);
+            .add("means and variances", samples * 16 * len);
+        b.add("accepted, non-finite and null-move counts", 24 * batch);
         b.add("trace copy", 4 * len * plan.trace_slots(shape) as u128);
     }
     b
@@ -569,6 +581,7 @@ fn disk_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
     } else {
         b.add("x.npy", 4 * len).add("accepted_count.npy", 8 * batch);
         b.add("nonfinite_count.npy", 8 * batch);
+        b.add("null_move_count.npy", 8 * batch);
         b.add("mean.npy and var.npy", 16 * len)
             .add("mu.npy and sigma.npy", 8 * dim);
         b.add("trace.npy", 4 * len * u128::from(plan.saves()));

@@ -61,6 +61,21 @@ pub fn describe(
             n.total, n.chains, n.before_statistics
         );
     }
+    if let Some(n) = &summary.null_moves
+        && n.worst_chain_fraction > super::summary::NULL_MOVES_WARNED
+    {
+        let _ = writeln!(
+            text,
+            "WARNING: {} steps of {} chains ({:.2} % of all steps, up to {:.1} % of one chain's) \
+             were null moves: the proposal rounded back to the state in float32, an accepted \
+             step that moves nothing (states too large for the proposal's scale; see \
+             null_move_count.npy)",
+            n.total,
+            n.chains,
+            100.0 * n.fraction,
+            100.0 * n.worst_chain_fraction
+        );
+    }
     for u in unreachable.iter().take(3) {
         let _ = writeln!(
             text,

@@ -65,6 +65,10 @@ pub struct Summary {
     /// noise, whose `accepted.npy` says all there is).
     #[serde(default)]
     pub nonfinite: Option<Nonfinite>,
+    /// Null moves after the burn-in: steps whose proposal rounded back to the state in
+    /// float32 (accepted, no move; per chain in `null_move_count.npy`); absent for caller noise.
+    #[serde(default)]
+    pub null_moves: Option<NullMoves>,
     /// The per-dimension proposal scales relative to `step_size` that `--precondition` adapted
     /// (and a `--resume` of this run keeps); absent: the step size alone.
     #[serde(default)]
@@ -98,6 +102,37 @@ pub struct Nonfinite {
     pub total: u64,
     pub chains: u64,
     pub before_statistics: u64,
+}
+
+/// The null moves: their total, the chains they hit, their fraction of all steps, and the
+/// largest fraction of one chain's steps (over [`NULL_MOVES_WARNED`] the run warns).
+#[derive(Serialize, Deserialize, Debug, Clone, Copy)]
+pub struct NullMoves {
+    pub total: u64,
+    pub chains: u64,
+    #[serde(with = "json_float")]
+    pub fraction: f64,
+    #[serde(with = "json_float")]
+    pub worst_chain_fraction: f64,
+}
+
+/// The share of one chain's steps as null moves above which a run warns: 1 %. A chain whose
+/// states float32 resolves finely enough has none, or a handful where a proposal lands on
+/// the state by chance.
+pub const NULL_MOVES_WARNED: f64 = 0.01;
+
+impl NullMoves {
+    /// From each chain's count over `steps` steps.
+    pub fn new(counts: &[u64], steps: u64) -> Self {
+        let total: u64 = counts.iter().sum();
+        let steps = steps.max(1) as f64;
+        Self {
+            total,
+            chains: counts.iter().filter(|&&n| n > 0).count() as u64,
+            fraction: total as f64 / (steps * counts.len().max(1) as f64),
+            worst_chain_fraction: counts.iter().copied().max().unwrap_or(0) as f64 / steps,
+        }
+    }
 }
 
 /// The diagnostics at one checkpoint (after `step` steps past the burn-in).
@@ -231,6 +266,8 @@ pub struct Stats {
     pub accepted: Vec<u64>,
     /// Steps of each chain whose `log alpha` was not finite.
     pub nonfinite: Vec<u64>,
+    /// Null moves of each chain: proposals that rounded back to the state.
+    pub null_moves: Vec<u64>,
     pub mean: Vec<f64>,
     pub var: Vec<f64>,
 }

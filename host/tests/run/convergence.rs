@@ -6,7 +6,7 @@ use std::fs;
 
 use libtest_mimic::{Failed, Trial};
 
-use super::common::{check_ok, expect_code, host, scratch};
+use super::common::{check_ok, expect_code, host, load, save, scratch};
 
 fn summary(dir: &std::path::Path, out: &str) -> Result<serde_json::Value, Failed> {
     Ok(serde_json::from_str(&fs::read_to_string(
@@ -168,9 +168,52 @@ fn nonfinite_diagnostics_resume() -> Result<(), Failed> {
     Ok(())
 }
 
-/// This file's tests (all on the CPU).
-pub fn trials() -> Vec<Trial> {
+/// Chains started at 10^8 for a target at 0 (the target's own floats are fine, so the run is
+/// not refused; its states are not): with a step size of 0.5 against a float spacing of 8 every
+/// proposal rounds back to the state (it would take a normal beyond 8), every step is a
+/// null move, counted per chain in null_move_count.npy and the summary, with a warning.
+fn null_moves_are_counted_and_warned(on_gpu: bool) -> Result<(), Failed> {
+    let dir = scratch(if on_gpu { "null-gpu" } else { "null-cpu" });
+    save(&dir.join("x0.npy"), &[16, 3], &[1.0e8f32; 48]);
+    let mut args = vec![
+        "--init",
+        "x0.npy",
+        "--steps",
+        "20",
+        "--step-size",
+        "0.5",
+        "--out",
+        "o",
+    ];
+    if !on_gpu {
+        args.push("--cpu");
+    }
+    let out = host(&dir, &args);
+    check_ok(&out)?;
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let (_, counts) = load::<u64>(&dir.join("o/null_move_count.npy"));
+    let n = &summary(&dir, "o")?["null_moves"];
+    if counts != [20; 16]
+        || n["total"] != 320
+        || n["fraction"] != 1.0
+        || !stdout.contains("null moves")
+    {
+        return Err(format!("counts {counts:?}, summary {n}, stdout {stdout}").into());
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// This file's tests (the GPU ones reported as ignored without a GPU).
+pub fn trials(gpu: bool) -> Vec<Trial> {
     vec![
+        Trial::test("convergence::null_moves_are_counted_and_warned_cpu", || {
+            null_moves_are_counted_and_warned(false)
+        }),
+        Trial::test("convergence::null_moves_are_counted_and_warned_gpu", || {
+            null_moves_are_counted_and_warned(true)
+        })
+        .with_ignored_flag(!gpu),
         Trial::test(
             "convergence::one_starting_point_is_never_converged",
             one_starting_point_is_never_converged,

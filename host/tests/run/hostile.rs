@@ -255,7 +255,7 @@ fn impossible_sizes() -> Result<(), Failed> {
     let cases: &[(&[&str], &str)] = &[
         (
             &["--batch", "1000000000", "--dim", "1000000000"],
-            "1000000000 chains x 1000000000 dims: needs 28.0 EB of host memory",
+            "1000000000 chains x 1000000000 dims: needs 44.0 EB of host memory",
         ),
         (
             &["--batch", "0", "--dim", "4294967295"],

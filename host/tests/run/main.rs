@@ -646,6 +646,6 @@ fn main() -> std::process::ExitCode {
         }),
     ];
     trials.extend(hostile::trials());
-    trials.extend(convergence::trials());
+    trials.extend(convergence::trials(gpu));
     libtest_mimic::run(&args, trials).exit_code()
 }

@@ -23,6 +23,9 @@ pub(crate) struct StepArgs {
     /// `[batch]` u32: each row adds the steps whose `log alpha` was not finite (the run's
     /// single steps); null: not counted.
     pub(crate) nonfinite: *mut u32,
+    /// `[batch]` u32: each row adds its null moves (terms totalling exactly 0: the proposal
+    /// rounded back to the state; the run's single steps); null: not counted.
+    pub(crate) null_moves: *mut u32,
     pub(crate) tile_rows: usize,
 }
 

@@ -2,7 +2,7 @@
 
 use crate::gpu::args::{RowSlot, StepArgs};
 use crate::gpu::device::memory::store_quad;
-use crate::gpu::device::sfu::count_not_finite;
+use crate::gpu::device::sfu::{count_not_finite, count_zero};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::{ballot_decision, group_sum, segment_total, shfl_idx, shfl_xor};
 use crate::gpu::step::accept_sum;
@@ -54,6 +54,9 @@ pub(crate) struct ChainArgs {
     pub(crate) accepted_count: *mut u32,
     /// `[batch]` u32: each row adds its steps whose `log alpha` was not finite.
     pub(crate) nonfinite_count: *mut u32,
+    /// `[batch]` u32: each row adds its *null moves*, steps whose terms totalled exactly 0:
+    /// the proposal rounded back to the state (accepted, and no move).
+    pub(crate) null_count: *mut u32,
     /// `[batch, dim]` f64 running means and sums of squared deviations (only with `STATS`).
     pub(crate) mean: *mut f64,
     pub(crate) m2: *mut f64,
@@ -93,7 +96,12 @@ pub(crate) struct ChainArgs {
 /// Each step also counts the row's non-finite `log alpha` (a NaN or an infinity in the state or
 /// the proposal, or terms past float32's range; such a step never moves a chain): two
 /// instructions a step ([`count_not_finite`]), which cost 0.9 to 1.7 % of the RNG-bound
-/// launches on the H200 (`bench/NOTES.md` has the alternatives measured).
+/// launches on the H200 (`bench/NOTES.md` has the alternatives measured); and its null moves,
+/// steps whose terms total exactly 0 because the proposal rounded back to the state, two
+/// more ([`count_zero`]).
+///
+/// With `STATS` and `stats_n == 0` the moments in memory are not read: the launch's own are
+/// written (a run's split statistics start a sample there, `crate::moments`).
 ///
 /// # Safety
 /// As [`step_tiles`] for a variant with `Q >= quads_per_lane(dim)`, `x_new == x` (updated in
@@ -189,6 +197,7 @@ pub(crate) unsafe fn chain_rows<
         let mut m2 = [[0.0f32; 4]; Q];
         let mut count = 0u32;
         let mut nonfinite = 0u32;
+        let mut nulls = 0u32;
         let mut my_threshold = 0.0f32;
         // The step of the launch after which the trace takes its next slot (never, with
         // `thin = 0`), and that slot: a compare per step instead of a division.
@@ -271,6 +280,7 @@ pub(crate) unsafe fn chain_rows<
             }
             count += u32::from(accept);
             nonfinite = count_not_finite(nonfinite, total);
+            nulls = count_zero(nulls, total);
             if STATS {
                 let inv_n = 1.0 / (j + 1) as f32;
                 for k in 0..Q {
@@ -316,6 +326,10 @@ pub(crate) unsafe fn chain_rows<
             // SAFETY: row < batch, and the counting lane is the row's only writer.
             unsafe { *chain.nonfinite_count.add(row) += nonfinite };
         }
+        if live && lane_in_row == counting_lane && nulls > 0 {
+            // SAFETY: as above.
+            unsafe { *chain.null_count.add(row) += nulls };
+        }
         if STATS {
             // Chan et al.: two samples (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b) combine to
             // n = n_a + n_b, mean = mean_a + delta n_b / n, m2 = m2_a + m2_b + delta^2 n_a n_b / n,
@@ -336,6 +350,11 @@ pub(crate) unsafe fn chain_rows<
                         // SAFETY: element `at` is inside the [batch, dim] statistics, and only
                         // this lane touches it.
                         unsafe {
+                            if chain.stats_n == 0 {
+                                *chain.mean.add(at) = f64::from(mean[k][i]);
+                                *chain.m2.add(at) = f64::from(m2[k][i]);
+                                continue;
+                            }
                             let mean_a = *chain.mean.add(at);
                             let delta = f64::from(mean[k][i]) - mean_a;
                             *chain.mean.add(at) = mean_a + delta * (n_b / n);
@@ -363,12 +382,14 @@ macro_rules! chain_entry_point {
         /// - `accepted_count`: `[batch]` u32, each row's accepted steps added.
         /// - `nonfinite_count`: `[batch]` u32, each row's steps with a non-finite `log alpha`
         ///   added.
+        /// - `null_count`: `[batch]` u32, each row's null moves (the proposal rounded back to
+        ///   the state) added.
         /// - `mu`, `inv_var`, `batch`, `dim`, `step_size`, `seed`: as the single step.
         /// - `scale`: `[dim]` f32 per-dimension proposal scales, read by the `_scaled` kernels
         ///   in place of `step_size` (null for the others).
         /// - `first_step`, `steps`: the step counter of the first step, and how many.
         /// - `mean`, `m2`, `stats_n`: `[batch, dim]` f64 running moments and the steps already
-        ///   in them (read only by the `_stats` kernels).
+        ///   in them (used only by the `_stats` kernels; with `stats_n = 0` only written).
         /// - `trace`, `thin`, `trace_first`: `[slots, batch, dim]` f32; after step
         ///   `trace_first + i * thin` of the launch, the states go to slot `i` (`thin = 0`:
         ///   none).
@@ -381,6 +402,7 @@ macro_rules! chain_entry_point {
             x: *mut f32,
             accepted_count: *mut u32,
             nonfinite_count: *mut u32,
+            null_count: *mut u32,
             mu: *const f32,
             inv_var: *const f32,
             batch: u64,
@@ -408,6 +430,7 @@ macro_rules! chain_entry_point {
                 step_size,
                 scale,
                 nonfinite: core::ptr::null_mut(),
+                null_moves: core::ptr::null_mut(),
                 tile_rows: 0,
             };
             let chain = ChainArgs {
@@ -416,6 +439,7 @@ macro_rules! chain_entry_point {
                 steps,
                 accepted_count,
                 nonfinite_count,
+                null_count,
                 mean,
                 m2,
                 stats_n,

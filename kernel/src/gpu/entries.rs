@@ -73,14 +73,16 @@ macro_rules! run_step_entry_point {
         /// fused kernel, random numbers drawn in the kernel.
         ///
         /// # Parameters
-        /// As the in-kernel-RNG steps, with two more:
+        /// As the in-kernel-RNG steps, with three more:
         /// - `nonfinite_count` (after `accepted`): `[batch]` u32, each row adds 1 if its
         ///   `log alpha` was not finite;
+        /// - `null_count` (after it): `[batch]` u32, each row adds 1 if its terms totalled
+        ///   exactly 0 (the proposal rounded back to the state);
         /// - `scale` (after `step_size`): `[dim]` f32 per-dimension proposal scales, read by
         ///   the `_scaled` kernels in place of `step_size` (the others ignore it).
         ///
         /// # Safety
-        /// As `mh_step` (or `mh_step_streaming_v4`), and the two buffers above with their
+        /// As `mh_step` (or `mh_step_streaming_v4`), and the three buffers above with their
         /// lengths (`scale` may be null for the kernels that ignore it).
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(
@@ -88,6 +90,7 @@ macro_rules! run_step_entry_point {
             x_new: *mut f32,
             accepted: *mut u8,
             nonfinite_count: *mut u32,
+            null_count: *mut u32,
             mu: *const f32,
             inv_var: *const f32,
             batch: u64,
@@ -103,6 +106,7 @@ macro_rules! run_step_entry_point {
             );
             args.scale = scale;
             args.nonfinite = nonfinite_count;
+            args.null_moves = null_count;
             // SAFETY: forwarded from this function's contract.
             unsafe { step_tiles::<_, _, 0, $v4, $scaled>(&args, &noise, RegisterFeed::<0>::EMPTY) }
         }
@@ -147,6 +151,7 @@ macro_rules! caller_noise_entry_point {
                 step_size,
                 scale: core::ptr::null(),
                 nonfinite: core::ptr::null_mut(),
+                null_moves: core::ptr::null_mut(),
                 tile_rows,
             };
             let noise = CallerNoise { noise, uniform };

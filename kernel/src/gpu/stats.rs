@@ -8,7 +8,8 @@ use crate::mh::WARP_SIZE;
 
 /// The statistics of one single step, for rows too long for the fused kernel: each row adds its
 /// accepted flag to its count, and each element's running moments take the new state
-/// (Welford's update in f64, `n = stats_n + 1`).
+/// (Welford's update in f64, `n = stats_n + 1`; with `stats_n = 0` the moments in memory are
+/// not read, as after a split closed a half: the first state is written).
 ///
 /// # Thread mapping
 /// One thread per element, grid-stride.
@@ -39,9 +40,12 @@ pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
             }
             if moments != 0 {
                 let v = f64::from(*x.add(e));
-                let delta = v - *mean.add(e);
-                *mean.add(e) += delta / n;
-                *m2.add(e) += delta * (v - *mean.add(e));
+                let (mean_e, m2_e) = if stats_n == 0 {
+                    (0.0, 0.0)
+                } else {
+                    (*mean.add(e), *m2.add(e))
+                };
+                (*mean.add(e), *m2.add(e)) = crate::moments::push(stats_n + 1, mean_e, m2_e, v);
             }
         }
         e += grid_dim_x() * block_dim_x();

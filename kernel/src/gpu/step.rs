@@ -175,12 +175,14 @@ pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool, const SCALED: bool>
 /// registers (`bench/NOTES.md`, #17, has the measurements).
 pub(crate) const REWRITE_BATCH: usize = 4;
 
-/// A row's decision, and whether its `log alpha` was finite (it is not when the state or the
-/// proposal holds a NaN or an infinity, or the terms overflow).
+/// A row's decision, whether its `log alpha` was finite (it is not when the state or the
+/// proposal holds a NaN or an infinity, or the terms overflow), and whether its terms totalled
+/// exactly 0 (a null move: the proposal rounded back to the state).
 #[derive(Clone, Copy)]
 pub(crate) struct Decision {
     pub(crate) accept: bool,
     pub(crate) finite: bool,
+    pub(crate) null: bool,
 }
 
 /// The group's decision: sum the partials, then `log u < log alpha`. A row past the batch
@@ -195,6 +197,7 @@ pub(crate) unsafe fn decide(partial: f32, slot: RowSlot) -> Decision {
     Decision {
         accept: accept_sum(sum, slot),
         finite: mh::is_finite(sum),
+        null: sum == 0.0,
     }
 }
 
@@ -338,6 +341,10 @@ pub(crate) unsafe fn step_tiles<
                 // writer.
                 unsafe { *args.nonfinite.add(tile.first_row + in_tile as usize) += 1 };
             }
+            if !args.null_moves.is_null() && slot.live && lane_in_group == 0 && decision.null {
+                // SAFETY: as the count above.
+                unsafe { *args.null_moves.add(tile.first_row + in_tile as usize) += 1 };
+            }
             if last_in_tile {
                 break;
             }
@@ -374,6 +381,7 @@ pub(crate) fn rng_step_inputs(
         step_size,
         scale: core::ptr::null(),
         nonfinite: core::ptr::null_mut(),
+        null_moves: core::ptr::null_mut(),
         tile_rows: tile_rows as usize,
     };
     let noise = PhiloxNoise {

@@ -33,6 +33,21 @@ pub fn count_not_finite(count: u32, v: f32) -> u32 {
     out
 }
 
+/// `count + 1` if `v` is exactly 0 (either sign), else `count`: `setp.eq` and an add under its
+/// predicate. A row whose `log alpha` terms total exactly 0 proposed its own state (every
+/// proposal rounded back to the float it started from): an accepted step that does not move.
+#[inline(always)]
+pub fn count_zero(count: u32, v: f32) -> u32 {
+    let out: u32;
+    // SAFETY: pure arithmetic on registers; the braces scope the predicate.
+    unsafe {
+        asm!("{{ .reg .pred z; setp.eq.f32 z, {v}, 0f00000000; mov.b32 {out}, {c}; @z add.u32 {out}, {out}, 1; }}",
+             v = in(reg32) v, c = in(reg32) count, out = out(reg32) out,
+             options(pure, nomem, nostack));
+    }
+    out
+}
+
 /// Sine with the SFU's `sin.approx.f32` (most accurate on [-pi, pi]).
 #[inline(always)]
 pub fn sin(x: f32) -> f32 {
