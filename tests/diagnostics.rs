@@ -92,7 +92,7 @@ fn split_diagnostics_equal_the_trace_and_see_a_shared_trend() {
         superchain_size: 1,
         until_rhat: None,
         min_draws: 4,
-        schedule: diagnostics::SplitSchedule::ending_at(steps).unwrap(),
+        schedule: diagnostics::SplitSchedule::ending_at(steps, 1).unwrap(),
     };
     let mut trace = Vec::new();
     let out = cpu::run_chains(

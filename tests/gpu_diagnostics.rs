@@ -102,7 +102,7 @@ fn early_stop_equals_the_shorter_run() -> Result<(), Failed> {
                 superchain_size: m,
                 until_rhat: until,
                 min_draws: 20,
-                schedule: SplitSchedule::from_min_draws(20),
+                schedule: SplitSchedule::from_min_draws(20, 1),
             }),
             ..fused_mh::RunPlan::new(steps, 25)
         };
@@ -153,7 +153,7 @@ fn split_diagnostics_match_the_trace(batch: usize, dim: usize, m: usize) -> Resu
             superchain_size: m,
             until_rhat: None,
             min_draws: 4,
-            schedule: SplitSchedule::ending_at(steps).ok_or("a schedule")?,
+            schedule: SplitSchedule::ending_at(steps, 1).ok_or("a schedule")?,
         }),
         ..fused_mh::RunPlan::new(steps, 10)
     };

@@ -77,6 +77,9 @@ def run(x, mu, sigma, step_size, steps, seed=0, first_step=0, thin=0, steps_per_
     anything (`blind_dimensions`), and `converged` (every R-hat below `rhat_threshold`, 1.01,
     and no blind dimension). It is None for one chain or fewer than 4 steps.
 
+    `steps_per_launch` is `host run`'s `--steps-per-launch`, on the CPU too: the diagnostics'
+    checkpoints end launches, so both report the same ones.
+
     On NumPy arrays (or CPU tensors) this is the CPU reference, `host run --cpu`. On a CUDA
     tensor or a JAX GPU array it is the fused kernel, `steps_per_launch` steps per launch, on a
     device copy of `x` (`host run`): `x`, `mean` and `var` come back in the input's framework on
@@ -94,6 +97,7 @@ def run(x, mu, sigma, step_size, steps, seed=0, first_step=0, thin=0, steps_per_
         int(first_step),
         int(steps),
         int(thin),
+        int(steps_per_launch),
     )
     out["x"] = like_input(x, out["x"])
     return out

@@ -109,9 +109,10 @@ pub fn step_with_noise<'py>(
 /// final states `x`, `accepted_count`, `nonfinite_count` and `null_move_count` (uint64), the
 /// per-chain `mean` and `var` over the steps, `trace[steps / thin, B, dim]` with `thin > 0`,
 /// `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None without a checkpoint), and
-/// `steps`.
+/// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
+/// the CPU and the GPU report the same checkpoints.
 #[pyfunction]
-#[pyo3(signature = (x, mu, sigma, step_size, seed, first_step, steps, thin=0))]
+#[pyo3(signature = (x, mu, sigma, step_size, seed, first_step, steps, thin=0, steps_per_launch=100))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'py>(
@@ -124,6 +125,7 @@ pub fn run<'py>(
     first_step: u64,
     steps: u64,
     thin: u64,
+    steps_per_launch: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (shape, target) = problem(&x, &mu, &sigma)?;
     let config = StepConfig::new(step_size, seed).map_err(to_py)?;
@@ -149,7 +151,7 @@ pub fn run<'py>(
                 first_step,
                 steps,
                 thin,
-                crate::diagnostics::plan(shape, steps),
+                crate::diagnostics::plan(shape, steps, steps_per_launch),
                 &mut |_, state| {
                     trace.extend_from_slice(state);
                     Ok(())

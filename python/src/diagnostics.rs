@@ -12,10 +12,11 @@ use pyo3::types::PyDict;
 /// Superchains of one chain: the Python functions take no superchain size yet.
 const SUPERCHAIN_SIZE: usize = 1;
 
-/// The diagnostics plan of a run of `steps` steps of chains of `shape`, as `host run` makes it
-/// without `--until-rhat`: None for one chain or fewer than 4 steps.
-pub fn plan(shape: Shape, steps: u64) -> Option<DiagnosticsPlan> {
-    let schedule = SplitSchedule::ending_at(steps)?;
+/// The diagnostics plan of a run of `steps` steps of chains of `shape` in launches of
+/// `steps_per_launch`, as `host run` makes it without `--until-rhat`: None for one chain or
+/// fewer than 4 steps.
+pub fn plan(shape: Shape, steps: u64, steps_per_launch: u32) -> Option<DiagnosticsPlan> {
+    let schedule = SplitSchedule::ending_at(steps, u64::from(steps_per_launch))?;
     (shape.batch() >= 2).then_some(DiagnosticsPlan {
         superchain_size: SUPERCHAIN_SIZE,
         until_rhat: None,

@@ -232,7 +232,7 @@ impl Device {
         let config = StepConfig::new(step_size, seed).map_err(to_py)?;
         let plan = RunPlan {
             thin,
-            diagnostics: crate::diagnostics::plan(shape, steps),
+            diagnostics: crate::diagnostics::plan(shape, steps, steps_per_launch),
             ..RunPlan::new(steps, steps_per_launch)
         };
         let saves = usize::try_from(plan.saves())
@@ -272,7 +272,7 @@ impl Device {
         result.set_item("accepted_count", counts.0.map_err(to_py)?.into_pyarray(py))?;
         result.set_item("nonfinite_count", counts.1.map_err(to_py)?.into_pyarray(py))?;
         let nulls = stats.null_move_counts().map_err(to_py)?;
-        result.set_item("null_move_count", nulls.into_pyarray(py))?;
+        result.set_item("null_move_count", nulls.map(|n| n.into_pyarray(py)))?;
         if thin > 0 {
             let n = trace.len() / shape.len();
             let trace = Array3::from_shape_vec((n, b, d), trace)

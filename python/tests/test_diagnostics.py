@@ -146,4 +146,5 @@ def test_python_run_diagnostics_equal_the_cli(tmp_path):
     assert np.array_equal(d["ess"], np.array(want["ess"]))
     assert d["draws"] == want["draws"] == 200
     assert d["converged"] == summary["converged"]
-    assert np.array_equal(d["start_spread"], np.array(want["start_spread"]))
+    # Summed by all cores in an order that varies: equal to rounding.
+    np.testing.assert_allclose(d["start_spread"], want["start_spread"], rtol=1e-12)

@@ -320,7 +320,8 @@ impl Gpu {
         //   first_step: u64, steps: u32, mean: *mut f64, m2: *mut f64, stats_n: u64,
         //   trace: *mut f32, thin: u32, trace_first: u32)`.
         // x holds batch*dim floats and is updated in place (each row by the lanes that own
-        // it); accepted_count, nonfinite_count and null_count hold batch u32 each; mu and inv_var dim
+        // it); accepted_count, nonfinite_count and null_count hold batch u32 each (the last
+        // touched by the `_stats` kernels only); mu and inv_var dim
         // floats (checked); scale dim floats (checked by `proposal_scales`) exactly when the
         // `_scaled` kernel is chosen, null otherwise and then never read; mean and
         // m2 batch*dim f64 when the `_stats` kernel is chosen (it is chosen exactly when they
@@ -360,8 +361,12 @@ impl Gpu {
                 .arg(&chains.x)
                 .arg(&mut chains.x_next)
                 .arg(&mut chains.accepted)
-                .arg(&mut stats.nonfinite.device)
-                .arg(&mut stats.null_moves.device);
+                .arg(&mut stats.nonfinite.device);
+            // Null moves are counted with the moments, as the fused kernels count them.
+            match stats.moments.is_some() {
+                true => launch.arg(&mut stats.null_moves.device),
+                false => launch.arg(&null),
+            };
             launch.arg(&target.mu).arg(&target.inv_var);
             launch.arg(&batch).arg(&dim).arg(&step_size);
             match scales {
@@ -374,8 +379,8 @@ impl Gpu {
             // mu, inv_var, batch: u64, dim: u64, step_size: f32, scale: *const f32, seed: u64,
             // step: u64, tile_rows: u32)` (`run_step_entry_point!` in
             // `kernel/src/gpu/entries.rs`): x and x_next hold batch*dim floats and are distinct
-            // allocations, accepted batch bytes, nonfinite_count and null_count batch u32 each,
-            // mu and inv_var dim
+            // allocations, accepted batch bytes, nonfinite_count batch u32, null_count batch
+            // u32 or null (never touched then), mu and inv_var dim
             // floats (checked by `launch_chain`), scale dim floats exactly for the `_scaled`
             // kernels (null and never read otherwise); `dispatch::run_step` gives a power-of-two
             // tile between 32 / G and 32 rows and blocks of 128 threads.

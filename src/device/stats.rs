@@ -139,9 +139,13 @@ impl ChainStats {
 
     /// Steps of each chain that were null moves: their `log alpha` terms totalled exactly 0,
     /// because the proposal rounded back to the state in float32 (such a step is accepted and
-    /// moves nothing; `fused_mh::reach`). Waits for queued work.
-    pub fn null_move_counts(&self) -> Result<Vec<u64>> {
-        self.null_moves.totals()
+    /// moves nothing; `fused_mh::reach`). Counted with the moments: None for statistics
+    /// without them. Waits for queued work.
+    pub fn null_move_counts(&self) -> Result<Option<Vec<u64>>> {
+        self.moments
+            .as_ref()
+            .map(|_| self.null_moves.totals())
+            .transpose()
     }
 
     /// Starts each chain's non-finite count from `counts[batch]`, as

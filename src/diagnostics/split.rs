@@ -26,6 +26,10 @@ use super::{Diagnostics, from_superchain_sums, superchain_sums};
 use crate::error::{Error, Result};
 use crate::{Shape, host_memory};
 
+/// The most checkpoints [`SplitSchedule::ending_at`] plans: each costs a few passes over the
+/// moments, and the last is the one a run reports.
+pub const MAX_CHECKPOINTS: usize = 4;
+
 /// The boundaries where the split statistics close a half: after `half * 2^i` draws per chain,
 /// `i = 0, 1, ...`; those past the first are the checkpoints, where the diagnostics are
 /// computed.
@@ -47,25 +51,49 @@ impl SplitSchedule {
     }
 
     /// The schedule for a run of `steps` draws per chain whose last checkpoint is `steps`
-    /// (`steps - 1` when odd: the last draw then counts in the moments, not the diagnostics):
-    /// `half` is the even part of `steps` halved until it is odd or 2. None below 4 draws.
-    pub fn ending_at(steps: u64) -> Option<Self> {
+    /// (`steps - 1` when odd: the last draw then counts in the moments, not the diagnostics),
+    /// in launches of `launch_steps`: `half` is `steps / 2^j` for the `j <= `
+    /// [`MAX_CHECKPOINTS`] (the number of checkpoints) that keeps every boundary at the end of
+    /// a launch, the most such; where none does, `j = 1` (one launch cut in two). A launch cut
+    /// at a boundary costs a launch's fixed work again (on the GPU with moments, a pass over
+    /// them: 1.4 ms at (1M, 64)). None below 4 draws.
+    pub fn ending_at(steps: u64, launch_steps: u64) -> Option<Self> {
         let even = steps & !1;
         if even < 4 {
             return None;
         }
+        let mut candidates = Vec::new();
         let mut half = even / 2;
-        while half.is_multiple_of(2) && half > 2 {
+        while candidates.len() < MAX_CHECKPOINTS && half >= 2 {
+            candidates.push(half);
+            if !half.is_multiple_of(2) {
+                break;
+            }
             half /= 2;
         }
-        Some(Self { half })
+        let aligned = candidates
+            .iter()
+            .rev()
+            .find(|&&h| h.is_multiple_of(launch_steps.max(1)));
+        Some(Self {
+            half: *aligned.unwrap_or(&candidates[0]),
+        })
     }
 
-    /// The schedule for an early stop after at least `min_draws` draws per chain: the first
-    /// checkpoint is `min_draws` rounded up to an even number, at least 4.
-    pub fn from_min_draws(min_draws: u64) -> Self {
+    /// The schedule for an early stop after at least `min_draws` draws per chain, in launches
+    /// of `launch_steps`: the first checkpoint is `min_draws` rounded up to an even number, at
+    /// least 4, and up further so that the boundaries end launches where that at most doubles
+    /// it: to a multiple of `launch_steps` (of `launch_steps / 2^i` below it, when that
+    /// divides it).
+    pub fn from_min_draws(min_draws: u64, launch_steps: u64) -> Self {
+        let half = min_draws.div_ceil(2).max(2);
+        let k = launch_steps.max(1);
+        let mut aligned = k * half.div_ceil(k);
+        while aligned.is_multiple_of(2) && aligned / 2 >= half {
+            aligned /= 2;
+        }
         Self {
-            half: min_draws.div_ceil(2).max(2),
+            half: if aligned <= 2 * half { aligned } else { half },
         }
     }
 
@@ -228,9 +256,9 @@ mod tests {
     #[test]
     fn schedules() {
         // 5000 = 625 * 2^3: boundaries 625, 1250, 2500, 5000; checkpoints from 1250.
-        let s = SplitSchedule::ending_at(5000).unwrap();
+        let s = SplitSchedule::ending_at(5000, 1).unwrap();
         assert_eq!(s.half(), 625);
-        assert_eq!(SplitSchedule::ending_at(5001), Some(s));
+        assert_eq!(SplitSchedule::ending_at(5001, 1), Some(s));
         let boundaries: Vec<u64> = std::iter::successors(Some(0), |&d| {
             Some(s.next_boundary(d)).filter(|&b| b <= 5000)
         })
@@ -239,11 +267,28 @@ mod tests {
         assert_eq!(boundaries, [625, 1250, 2500, 5000]);
         assert!(!s.is_checkpoint(625) && s.is_checkpoint(1250) && s.is_checkpoint(5000));
         assert!(!s.is_boundary(1875) && !s.is_checkpoint(3750));
-        assert_eq!(SplitSchedule::ending_at(1024).unwrap().half(), 2);
-        assert_eq!(SplitSchedule::ending_at(6).unwrap().half(), 3);
-        assert_eq!(SplitSchedule::ending_at(3), None);
-        assert_eq!(SplitSchedule::from_min_draws(101).half(), 51);
-        assert_eq!(SplitSchedule::from_min_draws(1).half(), 2);
+        // At most 4 checkpoints: 1024 -> halves 512, 256, 128, 64.
+        assert_eq!(SplitSchedule::ending_at(1024, 1).unwrap().half(), 64);
+        assert_eq!(SplitSchedule::ending_at(6, 1).unwrap().half(), 3);
+        assert_eq!(SplitSchedule::ending_at(3, 1), None);
+        // Launches of 100: 1000 -> 500 (250 and 125 would cut launches); 100000 -> 12500.
+        assert_eq!(SplitSchedule::ending_at(1000, 100).unwrap().half(), 500);
+        assert_eq!(
+            SplitSchedule::ending_at(100_000, 100).unwrap().half(),
+            12_500
+        );
+        // No aligned half (1000 in launches of 300): one checkpoint, one launch cut.
+        assert_eq!(SplitSchedule::ending_at(1000, 300).unwrap().half(), 500);
+        assert_eq!(SplitSchedule::from_min_draws(101, 1).half(), 51);
+        assert_eq!(SplitSchedule::from_min_draws(1, 1).half(), 2);
+        // Launches of 100: min 100 -> half 50 (cuts the first launch only); launches of 70:
+        // min 100 -> 70; launches of 20: min 100 -> 60.
+        assert_eq!(SplitSchedule::from_min_draws(100, 100).half(), 50);
+        assert_eq!(SplitSchedule::from_min_draws(100, 70).half(), 70);
+        assert_eq!(SplitSchedule::from_min_draws(100, 20).half(), 60);
+        // Short of a launch (min 10, launches of 100): aligning would take the first
+        // checkpoint to 50; it stays at 10.
+        assert_eq!(SplitSchedule::from_min_draws(10, 100).half(), 5);
         assert!(SplitSchedule::new(1).is_err());
         assert_eq!(
             SplitSchedule::new(2).unwrap().next_boundary(u64::MAX - 1),

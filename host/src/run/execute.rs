@@ -173,7 +173,7 @@ pub fn chains(
                 Stats {
                     accepted: stats.accepted_counts()?,
                     nonfinite: stats.nonfinite_counts()?,
-                    null_moves: stats.null_move_counts()?,
+                    null_moves: stats.null_move_counts()?.ok_or_else(missing)?,
                     mean: stats.means()?.ok_or_else(missing)?,
                     var: stats.variances()?.ok_or_else(missing)?,
                 },

@@ -220,10 +220,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         "--precondition: the pooled variance needs at least 2 chains"
     );
     // The split statistics' schedule: doubling checkpoints from --min-draws for an early
-    // stop, else the one that ends at --steps.
+    // stop, else the one that ends at --steps; boundaries at the ends of launches (the CPU
+    // reference keeps the same schedule, so that both give the same diagnostics).
+    let launch = u64::from(args.steps_per_launch);
     let schedule = match args.until_rhat {
-        Some(_) => Some(SplitSchedule::from_min_draws(args.min_draws)),
-        None => SplitSchedule::ending_at(steps),
+        Some(_) => Some(SplitSchedule::from_min_draws(args.min_draws, launch)),
+        None => SplitSchedule::ending_at(steps, launch),
     };
     let first_checkpoint = schedule.map_or(u64::MAX, |s| 2 * s.half());
     let diagnosable = shape.batch().is_multiple_of(m)

@@ -55,7 +55,7 @@ pub(crate) struct ChainArgs {
     /// `[batch]` u32: each row adds its steps whose `log alpha` was not finite.
     pub(crate) nonfinite_count: *mut u32,
     /// `[batch]` u32: each row adds its *null moves*, steps whose terms totalled exactly 0:
-    /// the proposal rounded back to the state (accepted, and no move).
+    /// the proposal rounded back to the state (accepted, and no move); only with `STATS`.
     pub(crate) null_count: *mut u32,
     /// `[batch, dim]` f64 running means and sums of squared deviations (only with `STATS`).
     pub(crate) mean: *mut f64,
@@ -96,9 +96,10 @@ pub(crate) struct ChainArgs {
 /// Each step also counts the row's non-finite `log alpha` (a NaN or an infinity in the state or
 /// the proposal, or terms past float32's range; such a step never moves a chain): two
 /// instructions a step ([`count_not_finite`]), which cost 0.9 to 1.7 % of the RNG-bound
-/// launches on the H200 (`bench/NOTES.md` has the alternatives measured); and its null moves,
-/// steps whose terms total exactly 0 because the proposal rounded back to the state, two
-/// more ([`count_zero`]).
+/// launches on the H200 (`bench/NOTES.md` has the alternatives measured). With `STATS` it
+/// also counts the row's null moves, steps whose terms total exactly 0 because the proposal
+/// rounded back to the state: two more ([`count_zero`]), a statistic of the run kept with its
+/// moments (+0.45 % of such a launch at (1M, 64)), not paid by the launches that keep none.
 ///
 /// With `STATS` and `stats_n == 0` the moments in memory are not read: the launch's own are
 /// written (a run's split statistics start a sample there, `crate::moments`).
@@ -280,7 +281,9 @@ pub(crate) unsafe fn chain_rows<
             }
             count += u32::from(accept);
             nonfinite = count_not_finite(nonfinite, total);
-            nulls = count_zero(nulls, total);
+            if STATS {
+                nulls = count_zero(nulls, total);
+            }
             if STATS {
                 let inv_n = 1.0 / (j + 1) as f32;
                 for k in 0..Q {
@@ -326,7 +329,7 @@ pub(crate) unsafe fn chain_rows<
             // SAFETY: row < batch, and the counting lane is the row's only writer.
             unsafe { *chain.nonfinite_count.add(row) += nonfinite };
         }
-        if live && lane_in_row == counting_lane && nulls > 0 {
+        if STATS && live && lane_in_row == counting_lane && nulls > 0 {
             // SAFETY: as above.
             unsafe { *chain.null_count.add(row) += nulls };
         }
@@ -383,7 +386,7 @@ macro_rules! chain_entry_point {
         /// - `nonfinite_count`: `[batch]` u32, each row's steps with a non-finite `log alpha`
         ///   added.
         /// - `null_count`: `[batch]` u32, each row's null moves (the proposal rounded back to
-        ///   the state) added.
+        ///   the state) added by the `_stats` kernels (the others never touch it).
         /// - `mu`, `inv_var`, `batch`, `dim`, `step_size`, `seed`: as the single step.
         /// - `scale`: `[dim]` f32 per-dimension proposal scales, read by the `_scaled` kernels
         ///   in place of `step_size` (null for the others).

@@ -77,7 +77,7 @@ macro_rules! run_step_entry_point {
         /// - `nonfinite_count` (after `accepted`): `[batch]` u32, each row adds 1 if its
         ///   `log alpha` was not finite;
         /// - `null_count` (after it): `[batch]` u32, each row adds 1 if its terms totalled
-        ///   exactly 0 (the proposal rounded back to the state);
+        ///   exactly 0 (the proposal rounded back to the state); null: not counted;
         /// - `scale` (after `step_size`): `[dim]` f32 per-dimension proposal scales, read by
         ///   the `_scaled` kernels in place of `step_size` (the others ignore it).
         ///
