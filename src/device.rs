@@ -466,6 +466,13 @@ impl DeviceChains {
         Ok(self.x.stream().clone_dtoh(&self.x)?)
     }
 
+    /// Copies the states of the first `rows` chains back to the host, `[rows, dim]` (at most
+    /// the batch; waits for queued work).
+    pub fn x_rows(&self, rows: usize) -> Result<Vec<f32>> {
+        let len = rows.min(self.shape.batch()) * self.shape.dim();
+        Ok(self.x.stream().clone_dtoh(&self.x.slice(..len))?)
+    }
+
     /// Copies the last step's acceptance flags back to the host (waits for queued work).
     pub fn accepted(&self) -> Result<Vec<bool>> {
         Ok(self.accepted_flags()?.into_iter().map(|a| a != 0).collect())

@@ -248,7 +248,9 @@ impl Device {
                 // the run, which synchronizes after each launch.
                 let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
                 chains.set_step_counter(first_step);
-                let spread = crate::diagnostics::spread(&chains.x()?, shape, target.host.sigma());
+                let rows = fused_mh::diagnostics::start::spread_rows(shape, 1);
+                let spread =
+                    crate::diagnostics::spread(&chains.x_rows(rows)?, shape, target.host.sigma());
                 let mut stats = gpu.new_stats(shape, true)?;
                 let ran = gpu.run(
                     &mut chains,

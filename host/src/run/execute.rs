@@ -5,7 +5,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use fused_mh::adapt::{ScaleAdaptation, StepSizeAdaptation};
-use fused_mh::diagnostics::start::start_spread;
+use fused_mh::diagnostics::start::{spread_rows, start_spread};
 use fused_mh::{Diagnostics, Error, Gpu, Progress, RunPlan, Shape, StepConfig, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -152,8 +152,12 @@ pub fn chains(
                 )?;
                 burn_in_nonfinite = discarded.nonfinite_counts()?.iter().sum();
             }
+            // Where the statistics begin: after the burn-in, the first chains' states back from
+            // the GPU (all the superchains the spread reads).
             let start = match plan.diagnostics {
-                Some(_) if burn_in > 0 => spread(&chains.x()?),
+                Some(d) if burn_in > 0 => {
+                    spread(&chains.x_rows(spread_rows(shape, d.superchain_size))?)
+                }
                 _ => spread(&inputs.x),
             };
             let mut stats = gpu.new_stats(shape, true)?;
