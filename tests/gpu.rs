@@ -18,6 +18,8 @@ use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xorshift::XorShiftRng;
 
+mod support;
+
 /// The shapes every comparison runs on: a single element, dims below 32 and not multiples of 4
 /// or 32, a typical batch, dims in the thousands (several quads per lane), and a row of 333
 /// (kept in registers in caller-noise mode, streamed with in-kernel random numbers, no
@@ -887,16 +889,7 @@ fn convergence() -> Result<(), Failed> {
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
-    let gpu_present = match Gpu::open(0) {
-        Ok(gpu) => {
-            eprintln!("GPU tests on {} (PTX {})", gpu.name(), gpu.ptx_target());
-            true
-        }
-        Err(e) => {
-            eprintln!("GPU tests ignored: {e}");
-            false
-        }
-    };
+    let gpu_present = support::gpu_present("GPU tests");
     let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
         Trial::test(name, f).with_ignored_flag(!gpu_present)
     };

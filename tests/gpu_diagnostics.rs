@@ -198,16 +198,7 @@ fn split_diagnostics_match_the_trace(batch: usize, dim: usize, m: usize) -> Resu
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
-    let gpu_present = match Gpu::open(0) {
-        Ok(gpu) => {
-            eprintln!("GPU diagnostics tests on {}", gpu.name());
-            true
-        }
-        Err(e) => {
-            eprintln!("GPU diagnostics tests ignored: {e}");
-            false
-        }
-    };
+    let gpu_present = support::gpu_present("GPU diagnostics tests");
     let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
         Trial::test(name, f).with_ignored_flag(!gpu_present)
     };

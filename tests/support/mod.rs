@@ -1,11 +1,29 @@
-//! Nested R-hat straight from the draws of a trace, two passes in f64, written from the
-//! paper's definitions (Margossian et al. 2024) independently of `fused_mh::diagnostics`: what
-//! the streamed diagnostics are checked against.
+//! What the test files share: nested R-hat straight from the draws of a trace, two passes in
+//! f64, written from the paper's definitions (Margossian et al. 2024) independently of
+//! `fused_mh::diagnostics` (what the streamed diagnostics are checked against), and whether a
+//! GPU is there to run the GPU tests on.
 
-use fused_mh::Shape;
+use fused_mh::{Gpu, Shape};
+
+/// Whether device 0 opens, said on standard error as `LABEL on NAME (PTX TARGET)` or `LABEL
+/// ignored: WHY`: without a GPU the GPU tests are reported as ignored.
+#[allow(dead_code)] // the CPU test files do not use it
+pub fn gpu_present(label: &str) -> bool {
+    match Gpu::open(0) {
+        Ok(gpu) => {
+            eprintln!("{label} on {} (PTX {})", gpu.name(), gpu.ptx_target());
+            true
+        }
+        Err(e) => {
+            eprintln!("{label} ignored: {e}");
+            false
+        }
+    }
+}
 
 /// Nested R-hat of `chains` chains of `steps` draws each (`draw(step, chain)`), in superchains
 /// of `m` consecutive chains.
+#[allow(dead_code)] // the GPU step tests use none of these
 fn nested_rhat_of(
     draw: impl Fn(usize, usize) -> f64,
     chains: usize,

@@ -31,6 +31,8 @@
 //! the run did not converge (it reached `--steps`, or R-hat could not see from where the
 //! chains started): the outputs are complete, and a script can tell.
 
+mod args;
+mod budgets;
 mod chart;
 mod execute;
 mod inputs;
@@ -38,135 +40,20 @@ mod json_float;
 mod report;
 mod summary;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
-use clap::{Args, ValueEnum};
 use fused_mh::diagnostics::{RHAT_THRESHOLD, SplitSchedule};
-use fused_mh::{DiagnosticsPlan, Error, Gpu, RunPlan, Shape, StepConfig};
-use serde::Serialize;
+use fused_mh::{DiagnosticsPlan, Error, Gpu, RunPlan, StepConfig};
 
+pub use self::args::{InitDist, RunArgs};
+use self::budgets::{device_budget, disk_budget, host_budget};
 use self::inputs::{Init, Plan};
 use self::summary::{Resume, Summary};
-use crate::budget::Budget;
 use crate::console;
 use crate::npy;
 use crate::outdir::{OutputDir, SUMMARY};
-
-/// How to make the initial states when no `--init` file is given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum InitDist {
-    /// Drawn from the target, `mu + sigma * z` (seeded by `--seed`).
-    Normal,
-    /// All zeros.
-    Zeros,
-    /// Drawn from the target with 4 times its standard deviation, `mu + 4 sigma z`: starting
-    /// points apart, for superchains (`--superchain-size`).
-    Overdispersed,
-}
-
-/// Options of `host run`.
-#[derive(Args, Debug, Clone)]
-pub struct RunArgs {
-    /// Initial states, a `[B, dim]` .npy file (float32 or float64, finite).
-    #[arg(long, conflicts_with_all = ["batch", "init_dist"])]
-    init: Option<PathBuf>,
-    /// Number of chains when the initial states are generated.
-    #[arg(long, requires = "dim")]
-    batch: Option<usize>,
-    /// Dimension when the initial states are generated (or mu and sigma are scalars).
-    #[arg(long)]
-    dim: Option<usize>,
-    /// Distribution of generated initial states.
-    #[arg(long, value_enum)]
-    init_dist: Option<InitDist>,
-    /// Target mean: a `[dim]` .npy file or a number for every coordinate.
-    #[arg(long, default_value = "0")]
-    mu: String,
-    /// Target standard deviation: a `[dim]` .npy file or a number, in [6.9e-18, 1.4e17]
-    /// (2^-57 to 2^57, where the float32 arithmetic holds).
-    #[arg(long, default_value = "1")]
-    sigma: String,
-    /// Steps of every chain (with --resume: steps more), after the --burn-in.
-    #[arg(long, default_value_t = 1000, conflicts_with = "noise")]
-    steps: u64,
-    /// Warm-up steps before everything else: the step size adapts toward --target-accept after
-    /// every 10 steps (a Robbins-Monro rule in log step size, `fused_mh::adapt`), then stays.
-    /// They count for nothing, as the burn-in (off by default: the step size is then exactly
-    /// the given or default one).
-    #[arg(long, default_value_t = 0, conflicts_with_all = ["noise", "resume"])]
-    warmup: u64,
-    /// The acceptance rate the warm-up aims at (0.234: optimal for random-walk Metropolis in
-    /// many dimensions).
-    #[arg(long, default_value_t = 0.234)]
-    target_accept: f64,
-    /// During the first half of the --warmup, also adapt a proposal scale per dimension to the
-    /// chains' pooled standard deviation (diagonal preconditioning, `fused_mh::adapt`); frozen
-    /// with the step size after the warm-up and kept by --resume.
-    #[arg(long, requires = "warmup")]
-    precondition: bool,
-    /// Steps run first that count for nothing: no statistics, no trace, no diagnostics (the
-    /// chains' way in from their starting points).
-    #[arg(long, default_value_t = 0, conflicts_with = "noise")]
-    burn_in: u64,
-    /// Proposal scale (default: 2.38 / sqrt(dim) times the smallest sigma).
-    #[arg(long)]
-    step_size: Option<f32>,
-    /// Seed of the random numbers (and of generated initial states).
-    #[arg(long, default_value_t = 0)]
-    seed: u64,
-    /// Continue the run in DIR: its final states, target, seed and step size, and its random
-    /// stream from where it stopped (its summary's next_step).
-    #[arg(long, value_name = "DIR", conflicts_with_all = [
-        "init", "batch", "dim", "init_dist", "mu", "sigma", "step_size", "seed", "noise",
-    ])]
-    resume: Option<PathBuf>,
-    /// Stop as soon as every dimension's split nested R-hat (split R-hat with
-    /// --superchain-size 1) is below this, once each chain has --min-draws draws; --steps is
-    /// the cap. Checked at doubling checkpoints: --min-draws (rounded up to even), twice that,
-    /// four times, ... A run that reaches --steps unconverged exits with status 3.
-    #[arg(long, conflicts_with_all = ["noise", "thin"])]
-    until_rhat: Option<f64>,
-    /// Also write rhat.svg into --out: the worst split R-hat and the acceptance rate at each
-    /// checkpoint against the steps.
-    #[arg(long, conflicts_with = "noise")]
-    rhat_chart: bool,
-    /// Draws per chain before --until-rhat may stop the run.
-    #[arg(long, default_value_t = 100, requires = "until_rhat")]
-    min_draws: u64,
-    /// Chains per superchain for the convergence diagnostics (nested R-hat; 1: R-hat):
-    /// consecutive chains, which start from one point when the initial states are generated.
-    #[arg(long, default_value_t = 1, conflicts_with = "noise")]
-    superchain_size: usize,
-    /// Steps per GPU launch (the fused kernel keeps each chain in registers for these).
-    #[arg(long, default_value_t = 100, conflicts_with = "noise")]
-    steps_per_launch: u32,
-    /// Save the states after every thin-th step into trace.npy.
-    #[arg(long, conflicts_with = "noise")]
-    thin: Option<u64>,
-    /// CUDA device ordinal.
-    #[arg(long, default_value_t = 0)]
-    device: usize,
-    /// Run on the CPU reference instead of the GPU.
-    #[arg(long)]
-    cpu: bool,
-    /// Output directory: a new directory in an existing parent directory.
-    #[arg(long)]
-    out: PathBuf,
-    /// Replace the output directory if an earlier `host run` wrote it (only then).
-    #[arg(long)]
-    force: bool,
-    /// Caller-noise mode: `[B, dim]` standard normals for exactly one step (needs --uniform
-    /// and --init: the one step starts from given states).
-    #[arg(long, requires_all = ["uniform", "init"], conflicts_with_all = ["batch", "init_dist"])]
-    noise: Option<PathBuf>,
-    /// Caller-noise mode: `[B]` uniforms in [0, 1) for the acceptance test.
-    #[arg(long, requires = "noise")]
-    uniform: Option<PathBuf>,
-}
 
 /// `host run`.
 pub fn run(args: RunArgs) -> Result<ExitCode> {
@@ -529,72 +416,3 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
 /// The exit status of a run with `--until-rhat` that did not converge (its outputs complete).
 pub const NOT_CONVERGED: u8 = 3;
-
-/// Host memory the job holds at its peak.
-fn host_budget(shape: Shape, caller_noise: bool, cpu: bool, plan: &RunPlan) -> Budget {
-    let (len, batch, dim) = sizes(shape);
-    let mut b = Budget::default();
-    b.add("initial states", 4 * len).add("target", 12 * dim);
-    if caller_noise {
-        b.add("noise and uniforms", 4 * len + 4 * batch);
-        b.add("the step's output", 4 * len + 16 * batch);
-    } else if cpu {
-        // The reference's working state and each step's output, its moments, its counts and
-        // decisions.
-        // The moments: two samples with diagnostics (the split halves).
-        let samples = if plan.diagnostics.is_some() { 2 } else { 1 };
-        b.add("states", 8 * len)
-            .add("running moments", samples * 16 * len);
-        b.add("per-chain counts", 56 * batch);
-    } else {
-        // The moments' two samples are copied back and merged on the host.
-        let samples = if plan.diagnostics.is_some() { 2 } else { 1 };
-        b.add("final states", 4 * len)
-            .add("means and variances", samples * 16 * len);
-        b.add("accepted, non-finite and null-move counts", 24 * batch);
-        b.add("trace copy", 4 * len * plan.trace_slots(shape) as u128);
-    }
-    b
-}
-
-/// GPU memory the job allocates.
-fn device_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
-    let (len, batch, dim) = sizes(shape);
-    let mut b = Budget::default();
-    if caller_noise {
-        b.add("chains", 8 * len + batch).add("target", 8 * dim);
-        b.add("noise and uniforms", 4 * len + 4 * batch);
-    } else {
-        b.add(
-            "chains, statistics and trace buffer",
-            u128::from(plan.device_bytes(shape, true)),
-        );
-    }
-    b
-}
-
-/// Disk space the output files take.
-fn disk_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
-    let (len, batch, dim) = sizes(shape);
-    let mut b = Budget::default();
-    b.add("headers, summary and chart", 1 << 20);
-    if caller_noise {
-        b.add("x_new.npy", 4 * len).add("accepted.npy", batch);
-    } else {
-        b.add("x.npy", 4 * len).add("accepted_count.npy", 8 * batch);
-        b.add("nonfinite_count.npy", 8 * batch);
-        b.add("null_move_count.npy", 8 * batch);
-        b.add("mean.npy and var.npy", 16 * len)
-            .add("mu.npy and sigma.npy", 8 * dim);
-        b.add("trace.npy", 4 * len * u128::from(plan.saves()));
-    }
-    b
-}
-
-fn sizes(shape: Shape) -> (u128, u128, u128) {
-    (
-        shape.len() as u128,
-        shape.batch() as u128,
-        shape.dim() as u128,
-    )
-}
