@@ -132,6 +132,13 @@ def test_bad_models_and_runs_raise():
     x, mu, sigma = problem(5, 4, 9)
     with pytest.raises(ValueError, match="thin"):
         fused_mh.run(x, mu, sigma, 0.5, 3, thin=4)
+    # host run's rules: no empty run, and a step counter that never wraps (past 2^64 - 1 it
+    # would replay step 0's random numbers).
+    with pytest.raises(ValueError, match="nothing to run"):
+        fused_mh.run(x, mu, sigma, 0.5, 0)
+    with pytest.raises(ValueError, match="2\\^64 - 1"):
+        fused_mh.run(x, mu, sigma, 0.5, 3, first_step=2**64 - 1)
+    assert fused_mh.run(x, mu, sigma, 0.5, 3, first_step=2**64 - 4)["steps"] == 3
 
 
 def test_no_gpu_is_a_runtime_error():

@@ -51,6 +51,7 @@ pub fn run_chains(
     on_progress: &mut dyn FnMut(&Progress<'_>),
 ) -> Result<ChainsOutput> {
     shape.check_len("x", x)?;
+    check_stream(first_step, steps)?;
     let mut moments =
         SplitMoments::new(shape, diagnostics.map(|d| (d.superchain_size, d.schedule)))?;
     let mut x = host_memory::copied("states", x)?;
@@ -111,6 +112,23 @@ pub fn run_chains(
         steps: done,
         diagnostics: last,
     })
+}
+
+/// Checks that a run of `steps` steps from step counter `first_step` has a step to run and
+/// never wraps the counter: its last step is `first_step + steps - 1`, and where it ends,
+/// `first_step + steps`, must be a counter too (past `2^64 - 1` the stream would start again
+/// at step 0's random numbers). The same rule as `host run`'s, for [`crate::Gpu::run`] too.
+pub fn check_stream(first_step: u64, steps: u64) -> Result<()> {
+    if steps == 0 {
+        return Err(crate::Error::InvalidRun("steps = 0: nothing to run".into()));
+    }
+    if first_step.checked_add(steps).is_none() {
+        return Err(crate::Error::InvalidRun(format!(
+            "first_step = {first_step} with steps = {steps}: the step counter would pass \
+             2^64 - 1 and replay the random numbers of step 0 on"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -194,6 +212,32 @@ mod tests {
         let out = run(&far, shape, &target, &StepConfig::new(0.5, 4).unwrap());
         assert_eq!((out.null_moves, out.accepted), (vec![12; 9], vec![12; 9]));
         assert_eq!(out.x, far);
+    }
+
+    /// No steps, and a counter that would wrap (the issue's `first_step = 2^64 - 1` with 3
+    /// steps), are refused; the last counter that fits runs.
+    #[test]
+    fn the_stream_never_wraps() {
+        let (shape, x, target) = problem();
+        let config = StepConfig::new(0.7, 4).unwrap();
+        let go = |first: u64, steps: u64| {
+            run_chains(
+                &x,
+                shape,
+                &target,
+                &config,
+                first,
+                steps,
+                0,
+                None,
+                &mut |_, _| Ok(()),
+                &mut |_| {},
+            )
+        };
+        assert!(go(0, 0).is_err());
+        assert!(go(u64::MAX, 3).is_err());
+        assert!(go(u64::MAX - 1, 2).is_err());
+        assert!(go(u64::MAX - 2, 2).is_ok());
     }
 
     /// Rows planted with a NaN or an infinity count every step as non-finite and never move;

@@ -145,6 +145,7 @@ impl Gpu {
                 plan.thin, plan.steps
             )));
         }
+        crate::cpu::check_stream(chains.step, plan.steps)?;
         let shape = chains.shape;
         if let Some(d) = plan.diagnostics {
             crate::diagnostics::check_superchains(shape, d.superchain_size)?;

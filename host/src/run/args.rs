@@ -34,11 +34,11 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub(crate) init_dist: Option<InitDist>,
     /// Target mean: a `[dim]` .npy file or a number for every coordinate.
-    #[arg(long, default_value = "0")]
+    #[arg(long, default_value = "0", allow_negative_numbers = true)]
     pub(crate) mu: String,
     /// Target standard deviation: a `[dim]` .npy file or a number, in [6.9e-18, 1.4e17]
     /// (2^-57 to 2^57, where the float32 arithmetic holds).
-    #[arg(long, default_value = "1")]
+    #[arg(long, default_value = "1", allow_negative_numbers = true)]
     pub(crate) sigma: String,
     /// Steps of every chain (with --resume: steps more), after the --burn-in.
     #[arg(long, default_value_t = 1000, conflicts_with = "noise")]
@@ -51,7 +51,7 @@ pub struct RunArgs {
     pub(crate) warmup: u64,
     /// The acceptance rate the warm-up aims at (0.234: optimal for random-walk Metropolis in
     /// many dimensions).
-    #[arg(long, default_value_t = 0.234)]
+    #[arg(long, default_value_t = 0.234, allow_negative_numbers = true)]
     pub(crate) target_accept: f64,
     /// During the first half of the --warmup, also adapt a proposal scale per dimension to the
     /// chains' pooled standard deviation (diagonal preconditioning, `fused_mh::adapt`); frozen
@@ -63,7 +63,7 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0, conflicts_with = "noise")]
     pub(crate) burn_in: u64,
     /// Proposal scale (default: 2.38 / sqrt(dim) times the smallest sigma).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub(crate) step_size: Option<f32>,
     /// Seed of the random numbers (and of generated initial states).
     #[arg(long, default_value_t = 0)]
@@ -78,7 +78,7 @@ pub struct RunArgs {
     /// --superchain-size 1) is below this, once each chain has --min-draws draws; --steps is
     /// the cap. Checked at doubling checkpoints: --min-draws (rounded up to even), twice that,
     /// four times, ... A run that reaches --steps unconverged exits with status 3.
-    #[arg(long, conflicts_with_all = ["noise", "thin"])]
+    #[arg(long, conflicts_with_all = ["noise", "thin"], allow_negative_numbers = true)]
     pub(crate) until_rhat: Option<f64>,
     /// Also write rhat.svg into --out: the worst split R-hat and the acceptance rate at each
     /// checkpoint against the steps.

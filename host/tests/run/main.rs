@@ -7,6 +7,7 @@
 mod common;
 mod convergence;
 mod hostile;
+mod options;
 
 use std::fs;
 
@@ -647,5 +648,6 @@ fn main() -> std::process::ExitCode {
     ];
     trials.extend(hostile::trials());
     trials.extend(convergence::trials(gpu));
+    trials.extend(options::trials());
     libtest_mimic::run(&args, trials).exit_code()
 }
