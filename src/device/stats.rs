@@ -2,6 +2,8 @@
 //! behind the diagnostics.
 
 use cudarc::driver::CudaSlice;
+use fused_mh_kernel::moments;
+use rayon::prelude::*;
 
 use super::Gpu;
 use crate::error::Result;
@@ -183,28 +185,43 @@ impl ChainStats {
     }
 
     /// Each chain's mean and sum of squared deviations over all the steps, `[batch, dim]`,
-    /// copied to the host (the two samples of a split run merged there); None if the moments
-    /// were not asked for (waits for queued work).
+    /// copied to the host (the two samples of a split run merged there, on all cores); None if
+    /// the moments were not asked for (waits for queued work).
     fn host_moments(&self) -> Result<Option<(Vec<f64>, Vec<f64>)>> {
         let Some(m) = &self.moments else {
             return Ok(None);
         };
         let stream = m.current.0.stream();
-        let (mut mean, mut m2) = (
-            stream.clone_dtoh(&m.current.0)?,
-            stream.clone_dtoh(&m.current.1)?,
-        );
-        if let Some((first_mean, first_m2)) = m.first.as_ref().filter(|_| m.first_n > 0) {
-            let (first_mean, first_m2) =
-                (stream.clone_dtoh(first_mean)?, stream.clone_dtoh(first_m2)?);
-            for e in 0..mean.len() {
-                (mean[e], m2[e]) = fused_mh_kernel::moments::merge(
-                    (m.first_n, first_mean[e], first_m2[e]),
-                    (m.current_n, mean[e], m2[e]),
-                );
+        let copy = |(mean, m2): &(CudaSlice<f64>, CudaSlice<f64>)| -> Result<(Vec<f64>, Vec<f64>)> {
+            Ok((stream.clone_dtoh(mean)?, stream.clone_dtoh(m2)?))
+        };
+        let first = m.first.as_ref().filter(|_| m.first_n > 0);
+        Ok(Some(match first {
+            None => copy(&m.current)?,
+            Some(first) if m.current_n == 0 => copy(first)?,
+            Some(first) => {
+                let (mut mean, mut m2) = copy(first)?;
+                let (mean_b, m2_b) = copy(&m.current)?;
+                let (n_a, n_b) = (m.first_n, m.current_n);
+                (&mut mean, &mut m2, &mean_b, &m2_b)
+                    .into_par_iter()
+                    .for_each(|(mean, m2, &mean_b, &m2_b)| {
+                        (*mean, *m2) = moments::merge((n_a, *mean, *m2), (n_b, mean_b, m2_b));
+                    });
+                (mean, m2)
             }
-        }
-        Ok(Some((mean, m2)))
+        }))
+    }
+
+    /// Each chain's mean and variance over the steps, `[batch, dim]` (the variance the mean
+    /// squared deviation, divided by the number of steps, as NumPy's `var`), in one copy
+    /// from the device; None if the moments were not asked for.
+    pub fn mean_var(&self) -> Result<Option<(Vec<f64>, Vec<f64>)>> {
+        let n = self.steps.max(1) as f64;
+        Ok(self.host_moments()?.map(|(mean, mut m2)| {
+            m2.par_iter_mut().for_each(|v| *v /= n);
+            (mean, m2)
+        }))
     }
 
     /// The mean of each chain's states over the steps, `[batch, dim]` (None if the moments
@@ -215,11 +232,9 @@ impl ChainStats {
 
     /// The variance of each chain's states over the steps, `[batch, dim]`: the mean squared
     /// deviation from [`Self::means`] (divided by the number of steps, as NumPy's `var`).
+    /// [`Self::mean_var`] gives both from one copy.
     pub fn variances(&self) -> Result<Option<Vec<f64>>> {
-        let n = self.steps.max(1) as f64;
-        Ok(self
-            .host_moments()?
-            .map(|(_, m2)| m2.into_iter().map(|v| v / n).collect()))
+        Ok(self.mean_var()?.map(|(_, var)| var))
     }
 }
 

@@ -172,14 +172,15 @@ pub fn chains(
             )?;
             let n = stats.steps();
             let missing = || Error::InvalidRun(format!("no moments after {n} steps"));
+            let (mean, var) = stats.mean_var()?.ok_or_else(missing)?;
             Ok((
                 chains.x()?,
                 Stats {
                     accepted: stats.accepted_counts()?,
                     nonfinite: stats.nonfinite_counts()?,
                     null_moves: stats.null_move_counts()?.ok_or_else(missing)?,
-                    mean: stats.means()?.ok_or_else(missing)?,
-                    var: stats.variances()?.ok_or_else(missing)?,
+                    mean,
+                    var,
                 },
                 ran,
                 burn_in_nonfinite,

@@ -334,12 +334,9 @@ pub(crate) unsafe fn chain_rows<
             unsafe { *chain.null_count.add(row) += nulls };
         }
         if STATS {
-            // Chan et al.: two samples (n_a, mean_a, m2_a) and (n_b, mean_b, m2_b) combine to
-            // n = n_a + n_b, mean = mean_a + delta n_b / n, m2 = m2_a + m2_b + delta^2 n_a n_b / n,
-            // with delta = mean_b - mean_a.
-            let n_a = chain.stats_n as f64;
-            let n_b = f64::from(chain.steps);
-            let n = n_a + n_b;
+            // The launch's K steps join the run's totals ([`crate::moments::merge`], Chan's
+            // formula); totals of 0 steps are not read, the launch's own are written.
+            let (n_a, n_b) = (chain.stats_n, u64::from(chain.steps));
             for k in 0..Q {
                 if owned(k) {
                     let q = quad_of(k);
@@ -353,16 +350,13 @@ pub(crate) unsafe fn chain_rows<
                         // SAFETY: element `at` is inside the [batch, dim] statistics, and only
                         // this lane touches it.
                         unsafe {
-                            if chain.stats_n == 0 {
-                                *chain.mean.add(at) = f64::from(mean[k][i]);
-                                *chain.m2.add(at) = f64::from(m2[k][i]);
-                                continue;
-                            }
-                            let mean_a = *chain.mean.add(at);
-                            let delta = f64::from(mean[k][i]) - mean_a;
-                            *chain.mean.add(at) = mean_a + delta * (n_b / n);
-                            *chain.m2.add(at) +=
-                                f64::from(m2[k][i]) + delta * delta * (n_a * n_b / n);
+                            let a = if n_a == 0 {
+                                (0, 0.0, 0.0)
+                            } else {
+                                (n_a, *chain.mean.add(at), *chain.m2.add(at))
+                            };
+                            let b = (n_b, f64::from(mean[k][i]), f64::from(m2[k][i]));
+                            (*chain.mean.add(at), *chain.m2.add(at)) = crate::moments::merge(a, b);
                         }
                     }
                 }
