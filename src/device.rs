@@ -397,7 +397,7 @@ impl Gpu {
         // SAFETY: `philox4x32_10_many(ctr: *const u32, key: *const u32, out: *mut u32, n: u64)`;
         // ctr and out hold 4n words, key 2n; only out is written.
         unsafe { launch.launch(grid(chosen)) }?;
-        let out = self.stream.clone_dtoh(&out_dev)?;
+        let out = download(&self.stream, "philox output", &out_dev)?;
         Ok(out.as_chunks::<4>().0.to_vec())
     }
 }
@@ -421,11 +421,20 @@ fn grid(launch: Launch) -> LaunchConfig {
     }
 }
 
+/// A host copy of the device buffer `src`, into memory allocated fallibly
+/// ([`crate::host_memory`]): cudarc's `clone_dtoh` aborts the process when the host has no room.
+fn download<T: DeviceRepr + Clone + Default>(
+    stream: &Arc<CudaStream>,
+    what: &'static str,
+    src: &impl DevicePtr<T>,
+) -> Result<Vec<T>> {
+    let mut host = crate::host_memory::filled(what, src.len(), T::default())?;
+    stream.memcpy_dtoh(src, &mut host)?;
+    Ok(host)
+}
+
 fn oom_or(e: DriverError, what: &'static str, bytes: usize) -> Error {
-    match e {
-        DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY) => Error::OutOfMemory { what, bytes },
-        other => other.into(),
-    }
+    Error::from_allocation(e, what, bytes)
 }
 
 /// A batch of chains on the GPU.
@@ -463,25 +472,26 @@ impl DeviceChains {
 
     /// Copies the current states back to the host (waits for queued work).
     pub fn x(&self) -> Result<Vec<f32>> {
-        Ok(self.x.stream().clone_dtoh(&self.x)?)
+        download(self.x.stream(), "states", &self.x)
     }
 
     /// Copies the states of the first `rows` chains back to the host, `[rows, dim]` (at most
     /// the batch; waits for queued work).
     pub fn x_rows(&self, rows: usize) -> Result<Vec<f32>> {
         let len = rows.min(self.shape.batch()) * self.shape.dim();
-        Ok(self.x.stream().clone_dtoh(&self.x.slice(..len))?)
+        download(self.x.stream(), "states", &self.x.slice(..len))
     }
 
     /// Copies the last step's acceptance flags back to the host (waits for queued work).
     pub fn accepted(&self) -> Result<Vec<bool>> {
-        Ok(self.accepted_flags()?.into_iter().map(|a| a != 0).collect())
+        let flags = self.accepted_flags()?;
+        crate::host_memory::collected("acceptance flags", flags.iter().map(|&a| a != 0))
     }
 
     /// The acceptance flags as the kernel wrote them: one byte per chain, 1 if it moved, 0 if
     /// not (anything else means the byte was never written; see [`Self::poison_outputs`]).
     pub fn accepted_flags(&self) -> Result<Vec<u8>> {
-        Ok(self.accepted.stream().clone_dtoh(&self.accepted)?)
+        download(self.accepted.stream(), "acceptance flags", &self.accepted)
     }
 
     /// Fills the buffers the next step will write — the next state and the acceptance flags —
@@ -489,11 +499,10 @@ impl DeviceChains {
     /// and any element a kernel fails to write shows up in the result.
     pub fn poison_outputs(&mut self, x_value: f32, accepted_value: u8) -> Result<()> {
         let stream = self.x_next.stream().clone();
-        stream.memcpy_htod(&vec![x_value; self.shape.len()], &mut self.x_next)?;
-        stream.memcpy_htod(
-            &vec![accepted_value; self.shape.batch()],
-            &mut self.accepted,
-        )?;
+        let x = crate::host_memory::filled("poison", self.shape.len(), x_value)?;
+        stream.memcpy_htod(&x, &mut self.x_next)?;
+        let flags = crate::host_memory::filled("poison", self.shape.batch(), accepted_value)?;
+        stream.memcpy_htod(&flags, &mut self.accepted)?;
         Ok(())
     }
 }

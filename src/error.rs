@@ -125,6 +125,9 @@ pub enum Error {
         /// Its size.
         bytes: usize,
     },
+    /// The host's worker threads could not be started (most often: no memory for their stacks).
+    #[error("cannot start the CPU worker threads ({0}): not enough memory or threads left")]
+    NoThreads(String),
     /// Chains, target or noise that belong to different shapes.
     #[error("shape mismatch: {0}")]
     ShapeMismatch(String),
@@ -162,6 +165,19 @@ pub enum Error {
     /// Any other error reported by the CUDA driver.
     #[error("CUDA driver error: {0}")]
     Driver(#[from] DriverError),
+}
+
+impl Error {
+    /// The error of a failed device allocation of `bytes` for `what`: [`Error::OutOfMemory`]
+    /// when the driver says so, else the driver's error.
+    pub fn from_allocation(e: DriverError, what: &'static str, bytes: usize) -> Self {
+        match e {
+            DriverError(cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY) => {
+                Error::OutOfMemory { what, bytes }
+            }
+            other => other.into(),
+        }
+    }
 }
 
 /// The library's result type.

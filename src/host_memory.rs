@@ -22,6 +22,13 @@ pub fn copied<T: Clone>(what: &'static str, src: &[T]) -> Result<Vec<T>> {
     Ok(v)
 }
 
+/// The items of `items`, in a vector allocated (fallibly) once for all of them.
+pub fn collected<T>(what: &'static str, items: impl ExactSizeIterator<Item = T>) -> Result<Vec<T>> {
+    let mut v = reserved(what, items.len())?;
+    v.extend(items);
+    Ok(v)
+}
+
 /// An empty vector with room for `len` elements.
 pub fn reserved<T>(what: &'static str, len: usize) -> Result<Vec<T>> {
     let mut v = Vec::new();

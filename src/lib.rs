@@ -37,6 +37,7 @@ mod error;
 pub mod host_memory;
 mod problem;
 pub mod reach;
+pub mod threads;
 
 pub use device::{
     Borrowed, BorrowedDraws, BorrowedStep, COUNT_FOLD_STEPS, ChainStats, DeviceChains, DeviceNoise,

@@ -3,7 +3,7 @@
 //! parallel, one seeded xorshift stream per chunk, so millions of elements take milliseconds.
 
 use anyhow::Result;
-use fused_mh::{Shape, StepConfig, Target};
+use fused_mh::{Shape, StepConfig, Target, host_memory, threads};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xorshift::XorShiftRng;
@@ -22,15 +22,22 @@ pub struct Inputs {
 const CHUNK: usize = 1 << 16;
 
 /// Fills `out` in parallel with `draw`, chunk `i` from the stream seeded `seed + i`.
-fn fill(out: &mut [f32], seed: u64, draw: impl Fn(&mut XorShiftRng, usize) -> f32 + Sync) {
-    out.par_chunks_mut(CHUNK)
-        .enumerate()
-        .for_each(|(c, chunk)| {
-            let mut rng = XorShiftRng::seed_from_u64(seed.wrapping_add(c as u64));
-            for (i, v) in chunk.iter_mut().enumerate() {
-                *v = draw(&mut rng, c * CHUNK + i);
-            }
-        });
+fn fill(
+    out: &mut [f32],
+    seed: u64,
+    draw: impl Fn(&mut XorShiftRng, usize) -> f32 + Sync,
+) -> Result<()> {
+    threads::install(|| {
+        out.par_chunks_mut(CHUNK)
+            .enumerate()
+            .for_each(|(c, chunk)| {
+                let mut rng = XorShiftRng::seed_from_u64(seed.wrapping_add(c as u64));
+                for (i, v) in chunk.iter_mut().enumerate() {
+                    *v = draw(&mut rng, c * CHUNK + i);
+                }
+            });
+    })?;
+    Ok(())
 }
 
 /// A target with mu in [-1, 1] and sigma in [0.5, 1.5], chains drawn from it, the step size
@@ -41,16 +48,16 @@ pub fn generate(batch: usize, dim: usize, seed: u64, with_noise: bool) -> Result
     let mut rng = XorShiftRng::seed_from_u64(seed);
     let mu: Vec<f32> = (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect();
     let sigma: Vec<f32> = (0..dim).map(|_| rng.random_range(0.5..1.5)).collect();
-    let mut x = vec![0.0; shape.len()];
+    let mut x = host_memory::filled("states", shape.len(), 0.0)?;
     fill(&mut x, seed ^ 0x1, |r, i| {
         mu[i % dim] + sigma[i % dim] * r.sample::<f32, _>(StandardNormal)
-    });
+    })?;
     let (mut noise, mut uniform) = (Vec::new(), Vec::new());
     if with_noise {
-        noise = vec![0.0; shape.len()];
-        fill(&mut noise, seed ^ 0x2, |r, _| r.sample(StandardNormal));
-        uniform = vec![0.0; batch];
-        fill(&mut uniform, seed ^ 0x3, |r, _| r.random_range(0.0..1.0));
+        noise = host_memory::filled("noise", shape.len(), 0.0)?;
+        fill(&mut noise, seed ^ 0x2, |r, _| r.sample(StandardNormal))?;
+        uniform = host_memory::filled("uniforms", batch, 0.0)?;
+        fill(&mut uniform, seed ^ 0x3, |r, _| r.random_range(0.0..1.0))?;
     }
     let step_size = 0.5 * 2.38 / (dim as f32).sqrt();
     Ok(Inputs {

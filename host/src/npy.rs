@@ -52,7 +52,8 @@ fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
         .with_context(|| format!("cannot read {name}"))?
         .len();
     let mut reader = BufReader::new(file);
-    if let Some(shape) = raw_shape(&mut reader, file_len)
+    let text = header_text(&mut reader, file_len).map_err(|why| anyhow!("{name} {why}"))?;
+    if let Some(shape) = raw_shape(&text)
         && shape
             .iter()
             .try_fold(1u64, |n, &d| n.checked_mul(d))
@@ -118,28 +119,74 @@ fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
     Ok((header, npy))
 }
 
-/// The shape in a `.npy` header, read on its own: `npyz` multiplies the dimensions without
-/// checking for overflow, so a shape whose product overflows is caught here first. `None`
-/// where the header is not readable (`npyz` then says why).
-fn raw_shape(reader: &mut BufReader<File>, file_len: u64) -> Option<Vec<u64>> {
+/// The longest header read, as NumPy's own reader allows (`np.load`'s `max_header_size`).
+const MAX_HEADER_LEN: u64 = 10_000;
+
+/// How deep brackets nest in the header of a plain float array: the dictionary and the shape's
+/// tuple. Deeper nesting is a structured dtype (refused anyway), and is refused here before a
+/// parser sees it: parsers of Python literals backtrack, and their time grows exponentially
+/// with the depth.
+const MAX_HEADER_DEPTH: usize = 2;
+
+/// The header's text, read and checked in time linear in its length: the magic string, a
+/// length that the file holds and that is at most [`MAX_HEADER_LEN`], UTF-8, and brackets
+/// nested at most [`MAX_HEADER_DEPTH`] deep outside quotes. The error says what is wrong, to
+/// follow the file's name.
+fn header_text(reader: &mut impl Read, file_len: u64) -> Result<String, String> {
+    let invalid = || "is not a valid .npy file (or its header is cut off)".to_string();
     let mut pre = [0u8; 12];
-    reader.read_exact(&mut pre[..10]).ok()?;
+    reader.read_exact(&mut pre[..10]).map_err(|_| invalid())?;
     if &pre[..6] != b"\x93NUMPY" {
-        return None;
+        return Err(invalid());
     }
     // Version 1 stores the header's length in 2 bytes, versions 2 and 3 in 4.
     let len = if pre[6] == 1 {
         u64::from(u16::from_le_bytes([pre[8], pre[9]]))
     } else {
-        reader.read_exact(&mut pre[10..]).ok()?;
+        reader.read_exact(&mut pre[10..]).map_err(|_| invalid())?;
         u64::from(u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]))
     };
-    if len > file_len {
-        return None;
+    if len > MAX_HEADER_LEN {
+        return Err(format!(
+            "has a header of {len} bytes; a float32 or float64 array's header is under \
+             {MAX_HEADER_LEN} (NumPy's own limit)"
+        ));
     }
-    let mut text = vec![0u8; len as usize];
-    reader.read_exact(&mut text).ok()?;
-    let dict: py_literal::Value = std::str::from_utf8(&text).ok()?.trim().parse().ok()?;
+    if len > file_len {
+        return Err(invalid());
+    }
+    let mut bytes = vec![0u8; len as usize];
+    reader.read_exact(&mut bytes).map_err(|_| invalid())?;
+    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
+    let (mut depth, mut quote, mut escaped) = (0usize, None, false);
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(_), _) if escaped => escaped = false,
+            (Some(_), '\\') => escaped = true,
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '(' | '[' | '{') => {
+                depth += 1;
+                if depth > MAX_HEADER_DEPTH {
+                    return Err(format!(
+                        "has a header nested more than {MAX_HEADER_DEPTH} brackets deep (a \
+                         structured dtype); fused-mh reads float32 or float64"
+                    ));
+                }
+            }
+            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
+            (None, _) => {}
+        }
+    }
+    Ok(text)
+}
+
+/// The shape in a `.npy` header, read on its own: `npyz` multiplies the dimensions without
+/// checking for overflow, so a shape whose product overflows is caught here first. `None`
+/// where the header is not readable (`npyz` then says why).
+fn raw_shape(text: &str) -> Option<Vec<u64>> {
+    let dict: py_literal::Value = text.trim().parse().ok()?;
     let py_literal::Value::Dict(entries) = dict else {
         return None;
     };
@@ -332,5 +379,42 @@ mod tests {
         assert!(msg(&dir.join("overflow.npy")).contains("more elements than any file"));
         handmade(&dir.join("long.npy"), &f4("(2,)"), &[0u8; 12]);
         assert!(msg(&dir.join("long.npy")).contains("4 bytes after the data"));
+    }
+
+    /// Headers that nest deep (a structured dtype 12 levels deep, 20 bare `[`) or run long
+    /// are refused after one linear scan: a backtracking parser takes exponential time on them.
+    #[test]
+    fn deep_or_long_headers_are_refused_at_once() {
+        let tmp = tempfile::tempdir().expect("temp dir");
+        let dir = tmp.path();
+        let mut descr = "'<f4'".to_string();
+        for level in 0..12 {
+            descr = format!("[('f{level}', {descr})]");
+        }
+        let cases = [
+            format!("{{'descr': {descr}, 'fortran_order': False, 'shape': (1,), }}"),
+            format!("{{'descr': '<f4', 'shape': {}1", "[".repeat(20)),
+            format!(
+                "{{'descr': '<f4', 'x': '{}', 'shape': (1,), }}",
+                " ".repeat(10_000)
+            ),
+        ];
+        for (i, dict) in cases.iter().enumerate() {
+            let path = dir.join(format!("deep{i}.npy"));
+            handmade(&path, dict, &[0u8; 4]);
+            let start = std::time::Instant::now();
+            let e = format!("{:#}", probe(&path).expect_err("must fail"));
+            // Generous for a slow CI machine: the scan is microseconds; the parsers it
+            // protects took over 60 s on the first case.
+            assert!(start.elapsed().as_secs_f64() < 1.0, "{e}");
+            assert!(e.contains("deep") || e.contains("header of"), "{e}");
+        }
+        // Brackets inside a quoted string are not nesting.
+        handmade(
+            &dir.join("quoted.npy"),
+            "{'descr': '<f4', 'fortran_order': False, 'shape': (1,), 'n': '[[[['}",
+            &[0u8; 4],
+        );
+        assert_eq!(probe(&dir.join("quoted.npy")).expect("readable").len, 1);
     }
 }

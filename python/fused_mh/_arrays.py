@@ -4,6 +4,7 @@ kernels as DLPack capsules, with their outputs allocated by PyTorch on the same 
 step queued on PyTorch's current stream; JAX GPU arrays go as DLPack capsules too, and their
 outputs are allocated here and handed to JAX by DLPack (JAX lends no writable memory)."""
 
+import contextlib
 import sys
 
 import numpy as np
@@ -140,6 +141,22 @@ def current_stream(torch, index):
     return raw(index) if raw is not None else torch.cuda.current_stream(index).cuda_stream
 
 
+class _MemoryErrors:
+    """PyTorch's out-of-memory error, raised while allocating an output, as the package's
+    `MemoryError` (what the Rust side raises when the device is full), chained to it."""
+
+    def __init__(self, torch):
+        self.oom = torch.cuda.OutOfMemoryError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if kind is not None and issubclass(kind, self.oom):
+            raise MemoryError(f"the GPU is out of memory: {error}") from error
+        return False
+
+
 def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     """One step of the CUDA tensor `x` on the GPU kernels, queued on PyTorch's current stream
     of `x`'s device; `x_new` and `accepted` are new PyTorch tensors on that device."""
@@ -153,8 +170,9 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     index = x.device.index
     device = DEVICES.get(index)
     stream = current_stream(torch, index)
-    x_new = torch.empty_like(x, memory_format=torch.contiguous_format)
-    accepted = torch.empty(x.shape[0], dtype=torch.bool, device=x.device)
+    with _MemoryErrors(torch):
+        x_new = torch.empty_like(x, memory_format=torch.contiguous_format)
+        accepted = torch.empty(x.shape[0], dtype=torch.bool, device=x.device)
     # `to_dlpack` hands the tensor over as it is; `t.__dlpack__(stream=...)` would also order
     # the stream it is given after the tensor's (an event, ~3 us a tensor on the H200), which
     # is already so: the step is queued on the current stream, where PyTorch queued the work
@@ -193,6 +211,7 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         # The run copies x on the package's stream: what writes x must be done first.
         torch.cuda.current_stream(index).synchronize()
         capsule, back = torch.utils.dlpack.to_dlpack(x), torch.from_dlpack
+        memory_errors = _MemoryErrors(torch)
     else:
         jax = jax_module()
         if x.dtype != np.float32:
@@ -200,6 +219,7 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         index = next(iter(x.devices())).local_hardware_id
         x.block_until_ready()
         capsule, back = x.__dlpack__(), jax.dlpack.from_dlpack
+        memory_errors = contextlib.nullcontext()
     device = DEVICES.get(index)
     out = device.run(
         capsule,
@@ -213,5 +233,6 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
     )
     for name in ["x", "mean", "m2"]:
         out[name] = back(out[name])
-    out["var"] = out.pop("m2") / out["steps"]
+    with memory_errors:
+        out["var"] = out.pop("m2") / out["steps"]
     return out

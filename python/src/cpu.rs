@@ -177,7 +177,7 @@ pub fn run<'py>(
             numpy::ndarray::Array3::from_shape_vec((saves as usize, b, d), trace).map_err(bad)?;
         result.set_item("trace", trace.into_pyarray(py))?;
     }
-    let spread = crate::diagnostics::spread(x, shape, target.sigma());
+    let spread = crate::diagnostics::spread(x, shape, target.sigma()).map_err(to_py)?;
     let diagnostics = crate::diagnostics::to_dict(py, out.diagnostics.as_ref(), spread)?;
     result.set_item("diagnostics", diagnostics)?;
     result.set_item("steps", out.steps)?;

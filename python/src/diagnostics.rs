@@ -26,7 +26,7 @@ pub fn plan(shape: Shape, steps: u64, steps_per_launch: u32) -> Option<Diagnosti
 }
 
 /// The starting points' spread of `x[batch, dim]` against `sigma` (see `start`).
-pub fn spread(x: &[f32], shape: Shape, sigma: &[f32]) -> Vec<f64> {
+pub fn spread(x: &[f32], shape: Shape, sigma: &[f32]) -> fused_mh::Result<Vec<f64>> {
     start::start_spread(x, shape, SUPERCHAIN_SIZE, sigma)
 }
 

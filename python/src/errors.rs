@@ -1,5 +1,6 @@
 //! The library's errors as Python exceptions: bad values and shapes are `ValueError`, a
-//! missing GPU or a driver failure is `RuntimeError` (the message is the library's either way).
+//! missing GPU or a driver failure is `RuntimeError`, memory (host, GPU, or the worker threads'
+//! stacks) is `MemoryError` (the message is the library's either way).
 
 use fused_mh::Error;
 use pyo3::PyErr;
@@ -15,7 +16,7 @@ pub fn to_py(e: Error) -> PyErr {
         | Error::MissingKernel(_)
         | Error::Driver(_)
         | Error::Stopped => PyRuntimeError::new_err(message),
-        Error::HostOutOfMemory { .. } | Error::OutOfMemory { .. } => {
+        Error::HostOutOfMemory { .. } | Error::OutOfMemory { .. } | Error::NoThreads(_) => {
             PyMemoryError::new_err(message)
         }
         _ => PyValueError::new_err(message),

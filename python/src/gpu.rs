@@ -250,7 +250,7 @@ impl Device {
                 chains.set_step_counter(first_step);
                 let rows = fused_mh::diagnostics::start::spread_rows(shape, 1);
                 let spread =
-                    crate::diagnostics::spread(&chains.x_rows(rows)?, shape, target.host.sigma());
+                    crate::diagnostics::spread(&chains.x_rows(rows)?, shape, target.host.sigma())?;
                 let mut stats = gpu.new_stats(shape, true)?;
                 let ran = gpu.run(
                     &mut chains,
@@ -376,8 +376,8 @@ impl Device {
         (code, bits): (DataTypeCode, u8),
     ) -> PyResult<OwnedBuffer> {
         // SAFETY: the memory is written in full by the step before anyone reads it.
-        let slice =
-            unsafe { self.gpu.stream().alloc::<u8>(bytes.max(1)) }.map_err(|e| to_py(e.into()))?;
+        let slice = unsafe { self.gpu.stream().alloc::<u8>(bytes.max(1)) }
+            .map_err(|e| to_py(fused_mh::Error::from_allocation(e, "an output", bytes)))?;
         let ptr = slice.device_ptr(self.gpu.stream()).0;
         Ok(OwnedBuffer {
             ptr,

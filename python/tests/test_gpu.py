@@ -169,3 +169,23 @@ def test_the_readme_pytorch_example_runs(capsys):
     a rate (sigma 2, step 0.1 in 64 dimensions: most proposals are accepted)."""
     exec(readme_example(0), {})
     assert 0.5 < float(capsys.readouterr().out) <= 1.0
+
+
+def test_a_full_gpu_raises_memory_error_and_recovers():
+    """With the device's memory nearly all taken (a PyTorch tensor holding all but 64 MiB),
+    `step` and `run` on 1M x 64 chains (256 MB of states) raise MemoryError, not a driver
+    error or a crash; with the memory given back, the same calls work."""
+    x, mu, sigma = problem(1 << 20, 64, 5)
+    xt = cuda(x)
+    torch.cuda.synchronize()
+    free, _ = torch.cuda.mem_get_info()
+    hog = torch.empty(free - (64 << 20), dtype=torch.uint8, device="cuda")
+    with pytest.raises(MemoryError):
+        fused_mh.step(xt, mu, sigma, 0.3, seed=1)
+    with pytest.raises(MemoryError):
+        fused_mh.run(xt, mu, sigma, 0.3, 10, seed=1)
+    del hog
+    torch.cuda.empty_cache()
+    x_new, _ = fused_mh.step(xt, mu, sigma, 0.3, seed=1)
+    r = fused_mh.run(xt, mu, sigma, 0.3, 10, seed=1)
+    assert x_new.shape == xt.shape and r["steps"] == 10

@@ -76,12 +76,12 @@ pub fn run_chains(
             *n += u64::from(*a == 0.0);
         }
         x = out.x_new;
-        moments.push(&x);
+        moments.push(&x)?;
         done += 1;
         if thin > 0 && done % thin == 0 {
             on_trace(done / thin - 1, &x)?;
         }
-        let found = moments.close_if_due(target.mu()).map(|d| {
+        let found = moments.close_if_due(target.mu())?.map(|d| {
             let total: u64 = accepted.iter().sum();
             Diagnostics {
                 acceptance_rate: Some(total as f64 / (done as f64 * shape.batch() as f64)),
@@ -101,7 +101,7 @@ pub fn run_chains(
             }
         }
     }
-    let (mean, var) = moments.into_mean_var();
+    let (mean, var) = moments.into_mean_var()?;
     Ok(ChainsOutput {
         x,
         accepted,

@@ -9,7 +9,7 @@
 //! [`fused_mh_kernel::math`]), so results agree to about 1e-6 rather than bit for bit.
 //!
 //! [`step`] and [`step_with_noise`] run on one thread; [`par_step`] and [`par_step_with_noise`]
-//! spread the rows over all cores with rayon and give identical results.
+//! spread the rows over all cores ([`crate::threads`]) and give identical results.
 
 use fused_mh_kernel::mh::{self, QUAD, WARP_SIZE};
 use fused_mh_kernel::philox::Key;
@@ -17,7 +17,7 @@ use fused_mh_kernel::rng;
 use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::host_memory;
+use crate::{host_memory, threads};
 
 mod chains;
 mod compare;
@@ -227,11 +227,13 @@ fn run(
         );
     };
     if parallel {
-        x_new
-            .par_chunks_mut(dim)
-            .zip(decisions.par_iter_mut())
-            .enumerate()
-            .for_each(one_row);
+        threads::install(|| {
+            x_new
+                .par_chunks_mut(dim)
+                .zip(decisions.par_iter_mut())
+                .enumerate()
+                .for_each(one_row);
+        })?;
     } else {
         x_new
             .chunks_mut(dim)
@@ -241,9 +243,9 @@ fn run(
     }
     Ok(StepOutput {
         x_new,
-        accepted: decisions.iter().map(|d| d.accepted).collect(),
-        log_alpha: decisions.iter().map(|d| d.log_alpha).collect(),
-        log_u: decisions.iter().map(|d| d.log_u).collect(),
+        accepted: host_memory::collected("decisions", decisions.iter().map(|d| d.accepted))?,
+        log_alpha: host_memory::collected("log alphas", decisions.iter().map(|d| d.log_alpha))?,
+        log_u: host_memory::collected("log uniforms", decisions.iter().map(|d| d.log_u))?,
     })
 }
 

@@ -16,7 +16,7 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::stats::COUNT_FOLD_STEPS;
-use super::{Gpu, grid};
+use super::{Gpu, download, grid};
 use crate::dispatch::{self, Launch};
 use crate::error::{Error, Result};
 use crate::{ChainStats, DeviceChains, DeviceTarget, Progress, Shape, StepConfig};
@@ -206,7 +206,7 @@ impl Gpu {
                 && (used == slots || done == plan.steps || stop)
                 && used > 0
             {
-                let states = self.stream.clone_dtoh(&t.slice(..used * len))?;
+                let states = download(&self.stream, "trace", &t.slice(..used * len))?;
                 on_trace(TraceChunk {
                     first: flushed,
                     states: &states,

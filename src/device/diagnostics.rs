@@ -6,7 +6,7 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::stats::Moments;
-use super::{Gpu, grid};
+use super::{Gpu, download, grid};
 use crate::diagnostics::{self, Diagnostics, SplitSchedule};
 use crate::dispatch;
 use crate::error::{Error, Result};
@@ -196,7 +196,7 @@ impl Gpu {
         // draws >= 2 (checked); `dispatch` gives blocks of 256 threads and at least one warp
         // per tile of 32 dimensions.
         unsafe { launch.launch(grid(chosen)) }?;
-        Ok(self.stream.clone_dtoh(&sums)?)
+        download(&self.stream, "diagnostics", &sums)
     }
 }
 

@@ -5,9 +5,9 @@ use cudarc::driver::CudaSlice;
 use fused_mh_kernel::moments;
 use rayon::prelude::*;
 
-use super::Gpu;
+use super::{Gpu, download};
 use crate::error::Result;
-use crate::{Diagnostics, Shape};
+use crate::{Diagnostics, Shape, host_memory, threads};
 
 /// Per-chain statistics of a run, on the GPU: always the accepted-step count of each chain and
 /// its count of non-finite steps (whose `log alpha` was a NaN or an infinity: the state or the
@@ -67,20 +67,16 @@ impl Counts {
     fn new(gpu: &Gpu, what: &'static str, batch: usize) -> Result<Self> {
         Ok(Self {
             device: gpu.alloc(what, batch)?,
-            folded: crate::host_memory::filled(what, batch, 0)?,
+            folded: host_memory::filled(what, batch, 0)?,
             folded_total: 0,
         })
     }
 
     /// The totals (waits for queued work).
     fn totals(&self) -> Result<Vec<u64>> {
-        let recent = self.device.stream().clone_dtoh(&self.device)?;
-        Ok(self
-            .folded
-            .iter()
-            .zip(recent)
-            .map(|(&total, c)| total + u64::from(c))
-            .collect())
+        let recent = download(self.device.stream(), "counts", &self.device)?;
+        let totals = self.folded.iter().zip(recent);
+        host_memory::collected("counts", totals.map(|(&total, c)| total + u64::from(c)))
     }
 
     fn set(&mut self, what: &'static str, counts: &[u64]) -> Result<()> {
@@ -91,7 +87,7 @@ impl Counts {
     }
 
     fn fold(&mut self) -> Result<()> {
-        let recent = self.device.stream().clone_dtoh(&self.device)?;
+        let recent = download(self.device.stream(), "counts", &self.device)?;
         for (total, c) in self.folded.iter_mut().zip(recent) {
             *total += u64::from(c);
             self.folded_total += u64::from(c);
@@ -193,7 +189,10 @@ impl ChainStats {
         };
         let stream = m.current.0.stream();
         let copy = |(mean, m2): &(CudaSlice<f64>, CudaSlice<f64>)| -> Result<(Vec<f64>, Vec<f64>)> {
-            Ok((stream.clone_dtoh(mean)?, stream.clone_dtoh(m2)?))
+            Ok((
+                download(stream, "means", mean)?,
+                download(stream, "variances", m2)?,
+            ))
         };
         let first = m.first.as_ref().filter(|_| m.first_n > 0);
         Ok(Some(match first {
@@ -203,11 +202,13 @@ impl ChainStats {
                 let (mut mean, mut m2) = copy(first)?;
                 let (mean_b, m2_b) = copy(&m.current)?;
                 let (n_a, n_b) = (m.first_n, m.current_n);
-                (&mut mean, &mut m2, &mean_b, &m2_b)
-                    .into_par_iter()
-                    .for_each(|(mean, m2, &mean_b, &m2_b)| {
-                        (*mean, *m2) = moments::merge((n_a, *mean, *m2), (n_b, mean_b, m2_b));
-                    });
+                threads::install(|| {
+                    (&mut mean, &mut m2, &mean_b, &m2_b)
+                        .into_par_iter()
+                        .for_each(|(mean, m2, &mean_b, &m2_b)| {
+                            (*mean, *m2) = moments::merge((n_a, *mean, *m2), (n_b, mean_b, m2_b));
+                        });
+                })?;
                 (mean, m2)
             }
         }))
@@ -218,10 +219,11 @@ impl ChainStats {
     /// from the device; None if the moments were not asked for.
     pub fn mean_var(&self) -> Result<Option<(Vec<f64>, Vec<f64>)>> {
         let n = self.steps.max(1) as f64;
-        Ok(self.host_moments()?.map(|(mean, mut m2)| {
-            m2.par_iter_mut().for_each(|v| *v /= n);
-            (mean, m2)
-        }))
+        let Some((mean, mut m2)) = self.host_moments()? else {
+            return Ok(None);
+        };
+        threads::install(|| m2.par_iter_mut().for_each(|v| *v /= n))?;
+        Ok(Some((mean, m2)))
     }
 
     /// The mean of each chain's states over the steps, `[batch, dim]` (None if the moments

@@ -24,7 +24,7 @@ use rayon::prelude::*;
 
 use super::{Diagnostics, from_superchain_sums, superchain_sums};
 use crate::error::{Error, Result};
-use crate::{Shape, host_memory};
+use crate::{Shape, host_memory, threads};
 
 /// The most checkpoints [`SplitSchedule::ending_at`] plans: each costs a few passes over the
 /// moments, and the last is the one a run reports.
@@ -164,18 +164,21 @@ impl Sample {
 
     /// Merges `other` into this sample and empties it (zeroes: Welford's update starts from
     /// them).
-    fn absorb(&mut self, other: &mut Sample) {
+    fn absorb(&mut self, other: &mut Sample) -> Result<()> {
         let (n_a, n_b) = (self.n, other.n);
-        (&mut self.mean, &mut self.m2, &other.mean, &other.m2)
-            .into_par_iter()
-            .for_each(|(mean, m2, &mean_b, &m2_b)| {
-                (*mean, *m2) =
-                    fused_mh_kernel::moments::merge((n_a, *mean, *m2), (n_b, mean_b, m2_b));
-            });
+        threads::install(|| {
+            (&mut self.mean, &mut self.m2, &other.mean, &other.m2)
+                .into_par_iter()
+                .for_each(|(mean, m2, &mean_b, &m2_b)| {
+                    (*mean, *m2) =
+                        fused_mh_kernel::moments::merge((n_a, *mean, *m2), (n_b, mean_b, m2_b));
+                });
+            other.mean.par_iter_mut().for_each(|v| *v = 0.0);
+            other.m2.par_iter_mut().for_each(|v| *v = 0.0);
+        })?;
         self.n += n_b;
         other.n = 0;
-        other.mean.par_iter_mut().for_each(|v| *v = 0.0);
-        other.m2.par_iter_mut().for_each(|v| *v = 0.0);
+        Ok(())
     }
 }
 
@@ -213,39 +216,44 @@ impl SplitMoments {
     }
 
     /// Adds the states `x[batch, dim]` of one more step (Welford's update in f64).
-    pub fn push(&mut self, x: &[f32]) {
+    pub fn push(&mut self, x: &[f32]) -> Result<()> {
         let n = self.current.n + 1;
-        (&mut self.current.mean, &mut self.current.m2, x)
-            .into_par_iter()
-            .for_each(|(mean, m2, &v)| {
-                (*mean, *m2) = fused_mh_kernel::moments::push(n, *mean, *m2, f64::from(v));
-            });
+        threads::install(|| {
+            (&mut self.current.mean, &mut self.current.m2, x)
+                .into_par_iter()
+                .for_each(|(mean, m2, &v)| {
+                    (*mean, *m2) = fused_mh_kernel::moments::push(n, *mean, *m2, f64::from(v));
+                });
+        })?;
         self.current.n = n;
+        Ok(())
     }
 
     /// At a boundary of the schedule, closes the current half: the diagnostics at a checkpoint
     /// (means shifted by `shift[dim]`, as the GPU's by mu), nothing before; elsewhere nothing.
-    pub fn close_if_due(&mut self, shift: &[f32]) -> Option<Diagnostics> {
+    pub fn close_if_due(&mut self, shift: &[f32]) -> Result<Option<Diagnostics>> {
         let draws = self.draws();
-        let (m, schedule) = self.split.filter(|(_, s)| s.is_boundary(draws))?;
+        let Some((m, schedule)) = self.split.filter(|(_, s)| s.is_boundary(draws)) else {
+            return Ok(None);
+        };
         let shape = self.shape;
         let sums = |s: &Sample| superchain_sums(shape, m, s.n, (&s.mean, &s.m2), Some(shift));
         let diagnostics = schedule.is_checkpoint(draws).then(|| {
             let second = sums(&self.current);
             from_halves(shape.batch() / m, m, draws / 2, &self.first_sums, &second)
         });
-        self.first.absorb(&mut self.current);
+        self.first.absorb(&mut self.current)?;
         self.first_sums = sums(&self.first);
-        diagnostics
+        Ok(diagnostics)
     }
 
     /// The run's moments: each chain's mean and variance (as NumPy's `var`) over every draw.
-    pub fn into_mean_var(mut self) -> (Vec<f64>, Vec<f64>) {
-        self.first.absorb(&mut self.current);
+    pub fn into_mean_var(mut self) -> Result<(Vec<f64>, Vec<f64>)> {
+        self.first.absorb(&mut self.current)?;
         let n = self.first.n.max(1) as f64;
         let mut var = self.first.m2;
-        var.par_iter_mut().for_each(|v| *v /= n);
-        (self.first.mean, var)
+        threads::install(|| var.par_iter_mut().for_each(|v| *v /= n))?;
+        Ok((self.first.mean, var))
     }
 }
 
@@ -307,8 +315,13 @@ mod tests {
             SplitMoments::new(shape, Some((1, SplitSchedule::new(2).unwrap()))).unwrap();
         let mut found = Vec::new();
         for v in 0..8 {
-            split.push(&[v as f32, v as f32]);
-            found.extend(split.close_if_due(&[0.0]).map(|d| (split.draws(), d)));
+            split.push(&[v as f32, v as f32]).unwrap();
+            found.extend(
+                split
+                    .close_if_due(&[0.0])
+                    .unwrap()
+                    .map(|d| (split.draws(), d)),
+            );
         }
         let (draws, d) = found.last().unwrap();
         assert_eq!((*draws, d.draws), (8, 8));
@@ -318,7 +331,7 @@ mod tests {
             (1.0f64 + 16.0 / 5.0).sqrt(),
             epsilon = 1e-12
         );
-        let (mean, var) = split.into_mean_var();
+        let (mean, var) = split.into_mean_var().unwrap();
         let unsplit = super::super::from_chain_moments(shape, 1, 8, &mean, &var).unwrap();
         assert_eq!(unsplit.nested_rhat[0], 1.0);
         assert_eq!(mean, [3.5, 3.5]);

@@ -22,7 +22,8 @@
 use fused_mh_kernel::moments;
 use rayon::prelude::*;
 
-use crate::Shape;
+use crate::error::Result;
+use crate::{Shape, threads};
 
 /// The spread (see the module doc) below which the superchains' starting points are too close
 /// together for R-hat: half of what draws from the target give. Starting points drawn from
@@ -44,7 +45,12 @@ pub fn spread_rows(shape: Shape, superchain_size: usize) -> usize {
 /// superchains of `superchain_size` consecutive chains (at least two of them). One pass over
 /// the states in memory order on all cores (Welford's update per superchain, the cores' parts
 /// merged by Chan's formula).
-pub fn start_spread(x: &[f32], shape: Shape, superchain_size: usize, sigma: &[f32]) -> Vec<f64> {
+pub fn start_spread(
+    x: &[f32],
+    shape: Shape,
+    superchain_size: usize,
+    sigma: &[f32],
+) -> Result<Vec<f64>> {
     let (dim, m) = (shape.dim(), superchain_size.max(1));
     let k = spread_rows(shape, m) / m;
     // (superchains seen, mean, m2, scratch for one superchain's mean state) per dimension.
@@ -56,35 +62,37 @@ pub fn start_spread(x: &[f32], shape: Shape, superchain_size: usize, sigma: &[f3
             vec![0.0f64; dim],
         )
     };
-    let (_, _, m2, _) = x[..k * m * dim]
-        .par_chunks(m * dim)
-        .fold(empty, |(n, mut mean, mut m2, mut start), superchain| {
-            start.fill(0.0);
-            for row in superchain.chunks_exact(dim) {
-                start
-                    .iter_mut()
-                    .zip(row)
-                    .for_each(|(a, &v)| *a += f64::from(v));
-            }
-            for d in 0..dim {
-                (mean[d], m2[d]) = moments::push(n + 1, mean[d], m2[d], start[d] / m as f64);
-            }
-            (n + 1, mean, m2, start)
-        })
-        .reduce(
-            empty,
-            |(n_a, mut mean, mut m2, start), (n_b, mean_b, m2_b, _)| {
-                for d in 0..dim {
-                    let a = (n_a, mean[d], m2[d]);
-                    (mean[d], m2[d]) = moments::merge(a, (n_b, mean_b[d], m2_b[d]));
+    let superchains = || x[..k * m * dim].par_chunks(m * dim);
+    let (_, _, m2, _) = threads::install(|| {
+        superchains()
+            .fold(empty, |(n, mut mean, mut m2, mut start), superchain| {
+                start.fill(0.0);
+                for row in superchain.chunks_exact(dim) {
+                    start
+                        .iter_mut()
+                        .zip(row)
+                        .for_each(|(a, &v)| *a += f64::from(v));
                 }
-                (n_a + n_b, mean, m2, start)
-            },
-        );
+                for d in 0..dim {
+                    (mean[d], m2[d]) = moments::push(n + 1, mean[d], m2[d], start[d] / m as f64);
+                }
+                (n + 1, mean, m2, start)
+            })
+            .reduce(
+                empty,
+                |(n_a, mut mean, mut m2, start), (n_b, mean_b, m2_b, _)| {
+                    for d in 0..dim {
+                        let a = (n_a, mean[d], m2[d]);
+                        (mean[d], m2[d]) = moments::merge(a, (n_b, mean_b[d], m2_b[d]));
+                    }
+                    (n_a + n_b, mean, m2, start)
+                },
+            )
+    })?;
     let scale = (m as f64).sqrt();
-    (0..dim)
+    Ok((0..dim)
         .map(|d| (m2[d] / (k - 1).max(1) as f64).sqrt() * scale / f64::from(sigma[d]))
-        .collect()
+        .collect())
 }
 
 /// The dimensions whose spread (from [`start_spread`]) is below [`BLIND_SPREAD`] (or NaN),
@@ -108,7 +116,7 @@ mod tests {
     fn spreads_by_hand() {
         let shape = Shape::new(4, 2).unwrap();
         let x = [-1.0, 10.0, 1.0, 10.0, 2.0, 10.0, 2.0, 10.0];
-        let spread = start_spread(&x, shape, 2, &[1.0, 4.0]);
+        let spread = start_spread(&x, shape, 2, &[1.0, 4.0]).unwrap();
         approx::assert_relative_eq!(spread[0], 2.0, epsilon = 1e-12);
         assert_eq!(spread[1], 0.0);
         assert_eq!(blind_dimensions(&spread), [1]);
@@ -127,13 +135,13 @@ mod tests {
             let x: Vec<f32> = (0..shape.len())
                 .map(|_| 2.0 * r.sample::<f32, _>(rand_distr::StandardNormal))
                 .collect();
-            let spread = start_spread(&x, shape, m, &[2.0]);
+            let spread = start_spread(&x, shape, m, &[2.0]).unwrap();
             assert!((spread[0] - 1.0).abs() < 0.05, "M = {m}: {spread:?}");
         }
         let shape = Shape::new(SPREAD_SUPERCHAINS + 2, 1).unwrap();
         let mut x: Vec<f32> = (0..shape.len()).map(|i| (i % 2) as f32).collect();
         x[SPREAD_SUPERCHAINS + 1] = f32::NAN;
-        assert!(start_spread(&x, shape, 1, &[1.0])[0].is_finite());
+        assert!(start_spread(&x, shape, 1, &[1.0]).unwrap()[0].is_finite());
         assert_eq!(spread_rows(shape, 1), SPREAD_SUPERCHAINS);
     }
 }

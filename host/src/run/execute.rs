@@ -130,7 +130,7 @@ pub fn chains(
     };
     let spread = |x: &[f32]| match plan.diagnostics {
         Some(d) => start_spread(x, shape, d.superchain_size, inputs.target.sigma()),
-        None => Vec::new(),
+        None => Ok(Vec::new()),
     };
     let result = match gpu {
         Some(gpu) => (|| {
@@ -156,9 +156,9 @@ pub fn chains(
             // the GPU (all the superchains the spread reads).
             let start = match plan.diagnostics {
                 Some(d) if burn_in > 0 => {
-                    spread(&chains.x_rows(spread_rows(shape, d.superchain_size))?)
+                    spread(&chains.x_rows(spread_rows(shape, d.superchain_size))?)?
                 }
-                _ => spread(&inputs.x),
+                _ => spread(&inputs.x)?,
             };
             let mut stats = gpu.new_stats(shape, true)?;
             let ran = gpu.run(
@@ -208,7 +208,7 @@ pub fn chains(
             } else {
                 &inputs.x
             };
-            let spread = spread(start);
+            let spread = spread(start)?;
             cpu::run_chains(
                 start,
                 shape,

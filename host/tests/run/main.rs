@@ -7,6 +7,7 @@
 mod common;
 mod convergence;
 mod hostile;
+mod memory;
 mod options;
 
 use std::fs;
@@ -649,5 +650,6 @@ fn main() -> std::process::ExitCode {
     trials.extend(hostile::trials());
     trials.extend(convergence::trials(gpu));
     trials.extend(options::trials());
+    trials.extend(memory::trials());
     libtest_mimic::run(&args, trials).exit_code()
 }
