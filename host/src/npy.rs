@@ -46,7 +46,7 @@ pub fn probe(path: &Path) -> Result<Header> {
 
 fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
     let name = path.display();
-    let file = File::open(path).with_context(|| format!("cannot read {name}"))?;
+    let file = crate::regular_file::open(path).with_context(|| format!("cannot read {name}"))?;
     let file_len = file
         .metadata()
         .with_context(|| format!("cannot read {name}"))?

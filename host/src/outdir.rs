@@ -19,6 +19,7 @@ use std::ffi::{OsStr, OsString};
 use std::fs::{self, File};
 use std::io::{ErrorKind, Write};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -26,7 +27,7 @@ use rustix::fs::{CWD, RenameFlags, renameat_with};
 use rustix::io::Errno;
 use tempfile::TempDir;
 
-use crate::signals;
+use crate::{leftovers, signals};
 
 /// The file that records a run and lists its files: what marks a directory as a run's output.
 pub const SUMMARY: &str = "summary.json";
@@ -38,6 +39,9 @@ pub struct OutputDir {
     staging: Option<TempDir>,
     /// With `--force` over an earlier run's directory: the files it holds.
     replaces: Option<Vec<OsString>>,
+    /// This job's lock on its staging directory, held until the process ends
+    /// ([`crate::leftovers`]).
+    _lock: File,
 }
 
 impl OutputDir {
@@ -45,6 +49,9 @@ impl OutputDir {
     /// are the files the run reads: a directory holding one of them is never replaced.
     pub fn prepare(dest: &Path, force: bool, inputs: &[&Path]) -> Result<Self> {
         let (parent, name) = split(dest)?;
+        // Checked and used without its trailing slashes and `.` components: `link/` names
+        // the link itself (not the directory it points to), and messages show clean paths.
+        let dest = &normalized(dest);
         let shown = dest.display();
         match fs::metadata(&parent) {
             Ok(m) if m.is_dir() => {}
@@ -98,8 +105,11 @@ impl OutputDir {
                 })?)
             }
         };
+        leftovers::sweep(&parent, leftovers::STAGING_PREFIX);
         let staging = tempfile::Builder::new()
-            .prefix(".fused-mh-staging-")
+            .prefix(leftovers::STAGING_PREFIX)
+            // What a plain `mkdir` makes (the umask applies), not tempfile's private 0700.
+            .permissions(fs::Permissions::from_mode(0o777))
             .tempdir_in(&parent)
             .with_context(|| {
                 format!(
@@ -107,12 +117,19 @@ impl OutputDir {
                     parent.display()
                 )
             })?;
+        let lock = leftovers::hold(staging.path()).with_context(|| {
+            format!(
+                "--out {shown}: cannot lock the staging directory in {}",
+                parent.display()
+            )
+        })?;
         *signals::lock() = Some(staging.path().to_path_buf());
         Ok(Self {
             dest: dest.to_path_buf(),
             parent,
             staging: Some(staging),
             replaces,
+            _lock: lock,
         })
     }
 
@@ -243,16 +260,28 @@ fn split(dest: &Path) -> Result<(PathBuf, OsString)> {
         );
     }
     Ok((
-        PathBuf::from(OsStr::from_bytes(parent)),
+        normalized(Path::new(OsStr::from_bytes(parent))),
         OsStr::from_bytes(name).to_os_string(),
     ))
+}
+
+/// `path` without trailing slashes and inner `.` components (`a/./b/` is `a/b`); a path of
+/// only `.` stays `.`. Lexical, and exact: a `.` component names the directory it is in
+/// (`..` would not be lexical, and is kept).
+fn normalized(path: &Path) -> PathBuf {
+    let clean: PathBuf = path.components().collect();
+    if clean.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        clean
+    }
 }
 
 /// The files of a directory that an earlier run wrote, or why it is not one: it must hold
 /// regular files only, a `summary.json` of host run, and nothing that summary does not list.
 fn earlier_run_files(dir: &Path) -> Result<Vec<OsString>, String> {
-    let text =
-        fs::read_to_string(dir.join(SUMMARY)).map_err(|_| format!("has no readable {SUMMARY}"))?;
+    let text = crate::regular_file::read_to_string(&dir.join(SUMMARY))
+        .map_err(|_| format!("has no readable {SUMMARY}"))?;
     let summary: serde_json::Value =
         serde_json::from_str(&text).map_err(|_| format!("has a {SUMMARY} that is not JSON"))?;
     let listed: Vec<&str> = summary["files"]
@@ -294,6 +323,12 @@ mod tests {
         assert_eq!(ok("out/").unwrap(), (PathBuf::from("."), "out".into()));
         assert_eq!(ok("a/b/out").unwrap(), (PathBuf::from("a/b"), "out".into()));
         assert_eq!(ok("/out").unwrap(), (PathBuf::from("/"), "out".into()));
+        assert_eq!(
+            ok("a/./b//out").unwrap(),
+            (PathBuf::from("a/b"), "out".into())
+        );
+        assert_eq!(normalized(Path::new("link/")), PathBuf::from("link"));
+        assert_eq!(normalized(Path::new("/d/./x/")), PathBuf::from("/d/x"));
         for bad in ["out/.", ".", "..", "a/..", "/", "out/./", ""] {
             assert!(ok(bad).is_err(), "{bad:?}");
         }

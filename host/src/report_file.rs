@@ -2,11 +2,12 @@
 //! not at all, and never over a file it did not write.
 
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
-use crate::signals;
+use crate::{leftovers, signals};
 
 /// Where a report goes, checked before the benchmark runs: the report is written to a new
 /// temporary file beside it and renamed over it at the end, so the file appears complete or not
@@ -15,6 +16,8 @@ pub struct ReportFile {
     path: PathBuf,
     option: &'static str,
     staged: tempfile::NamedTempFile,
+    /// This job's lock on the temporary file ([`crate::leftovers`]).
+    _lock: std::fs::File,
 }
 
 impl ReportFile {
@@ -23,7 +26,7 @@ impl ReportFile {
         let shown = path.display();
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             let ours = meta.is_file()
-                && std::fs::read_to_string(path)
+                && crate::regular_file::read_to_string(path)
                     .ok()
                     .is_some_and(|text| is_ours(&text));
             anyhow::ensure!(
@@ -36,20 +39,27 @@ impl ReportFile {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
+        leftovers::sweep(parent, leftovers::REPORT_PREFIX);
+        let cannot = || {
+            format!(
+                "{option} {shown}: cannot create a file in {}",
+                parent.display()
+            )
+        };
         let staged = tempfile::Builder::new()
-            .prefix(".fused-mh-report-")
+            .prefix(leftovers::REPORT_PREFIX)
+            // The mode of a file the shell would create (the umask applies), not tempfile's
+            // private 0600.
+            .permissions(std::fs::Permissions::from_mode(0o666))
             .tempfile_in(parent)
-            .with_context(|| {
-                format!(
-                    "--json {shown}: cannot create a file in {}",
-                    parent.display()
-                )
-            })?;
+            .with_context(cannot)?;
+        let lock = leftovers::hold(staged.path()).with_context(cannot)?;
         *signals::lock() = Some(staged.path().to_path_buf());
         Ok(Self {
             path: path.to_path_buf(),
             option,
             staged,
+            _lock: lock,
         })
     }
 

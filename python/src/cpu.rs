@@ -129,11 +129,7 @@ pub fn run<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     let (shape, target) = problem(&x, &mu, &sigma)?;
     let config = StepConfig::new(step_size, seed).map_err(to_py)?;
-    if thin > steps {
-        return Err(PyValueError::new_err(format!(
-            "thin = {thin} is larger than steps = {steps}: nothing would be saved"
-        )));
-    }
+    cpu::check_thin(steps, thin).map_err(to_py)?;
     let saves = steps.checked_div(thin).unwrap_or(0);
     let trace_len = usize::try_from(saves)
         .ok()

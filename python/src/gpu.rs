@@ -230,6 +230,7 @@ impl Device {
         let inputs = self.inputs(x, target, (seed, first_step), None, None)?;
         let shape = inputs.shape;
         let config = StepConfig::new(step_size, seed).map_err(to_py)?;
+        fused_mh::cpu::check_thin(steps, thin).map_err(to_py)?;
         let plan = RunPlan {
             thin,
             diagnostics: crate::diagnostics::plan(shape, steps, steps_per_launch),

@@ -132,6 +132,10 @@ def test_bad_models_and_runs_raise():
     x, mu, sigma = problem(5, 4, 9)
     with pytest.raises(ValueError, match="thin"):
         fused_mh.run(x, mu, sigma, 0.5, 3, thin=4)
+    # host run's --thin rule: a thin that does not divide steps would leave the last steps
+    # out of the trace.
+    with pytest.raises(ValueError, match="does not divide"):
+        fused_mh.run(x, mu, sigma, 0.5, 10, thin=3)
     # host run's rules: no empty run, and a step counter that never wraps (past 2^64 - 1 it
     # would replay step 0's random numbers).
     with pytest.raises(ValueError, match="nothing to run"):

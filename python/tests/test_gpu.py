@@ -157,9 +157,12 @@ def test_bad_cuda_inputs_raise():
         fused_mh.step_with_noise(cuda(x), mu, sigma, 0.1, x, np.zeros(64, np.float32))
     with pytest.raises(ValueError, match="sigma"):
         fused_mh.step(cuda(x), mu, -sigma, 0.1)
-    # The CPU's rules for a run (test_cpu.py): no empty run, no wrapped step counter.
+    # The CPU's rules for a run (test_cpu.py): no empty run, no wrapped step counter, a
+    # thin that divides the steps.
     with pytest.raises(ValueError, match="nothing to run"):
         fused_mh.run(cuda(x), mu, sigma, 0.5, 0)
+    with pytest.raises(ValueError, match="does not divide"):
+        fused_mh.run(cuda(x), mu, sigma, 0.5, 10, thin=3)
     with pytest.raises(ValueError, match="2\\^64 - 1"):
         fused_mh.run(cuda(x), mu, sigma, 0.5, 3, first_step=2**64 - 1)
 

@@ -131,6 +131,25 @@ pub fn check_stream(first_step: u64, steps: u64) -> Result<()> {
     Ok(())
 }
 
+/// Checks that saving every `thin`-th state of a `steps`-step run saves something, and the
+/// run's last state: `thin` (0: no trace) divides `steps`. Otherwise the steps after the last
+/// saved state would run but be missing from the trace. The same rule as `host run --thin`'s.
+pub fn check_thin(steps: u64, thin: u64) -> Result<()> {
+    if thin > steps {
+        return Err(crate::Error::InvalidRun(format!(
+            "thin = {thin} is larger than steps = {steps}: nothing would be saved"
+        )));
+    }
+    if thin > 0 && !steps.is_multiple_of(thin) {
+        return Err(crate::Error::InvalidRun(format!(
+            "thin = {thin} does not divide steps = {steps}: the last {} steps would run but \
+             never be saved (give a thin that divides steps)",
+            steps % thin
+        )));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,7 +22,7 @@ use crate::{host_memory, threads};
 mod chains;
 mod compare;
 use crate::problem::{Shape, StepConfig, Target, check_noise, check_step_size};
-pub use chains::{ChainsOutput, check_stream, run_chains};
+pub use chains::{ChainsOutput, check_stream, check_thin, run_chains};
 pub use compare::{
     Agreement, DECISION_MARGIN, MAX_FLIPPED_FRACTION, Mismatch, X_NEW_ABS_PER_STEP_SIZE,
     X_NEW_MAX_RELATIVE,

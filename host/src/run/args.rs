@@ -49,10 +49,10 @@ pub struct RunArgs {
     /// the given or default one).
     #[arg(long, default_value_t = 0, conflicts_with_all = ["noise", "resume"])]
     pub(crate) warmup: u64,
-    /// The acceptance rate the warm-up aims at (0.234: optimal for random-walk Metropolis in
-    /// many dimensions).
-    #[arg(long, default_value_t = 0.234, allow_negative_numbers = true)]
-    pub(crate) target_accept: f64,
+    /// The acceptance rate the --warmup aims at [default: 0.234, optimal for random-walk
+    /// Metropolis in many dimensions].
+    #[arg(long, allow_negative_numbers = true)]
+    pub(crate) target_accept: Option<f64>,
     /// During the first half of the --warmup, also adapt a proposal scale per dimension to the
     /// chains' pooled standard deviation (diagonal preconditioning, `fused_mh::adapt`); frozen
     /// with the step size after the warm-up and kept by --resume.
@@ -84,9 +84,9 @@ pub struct RunArgs {
     /// checkpoint against the steps.
     #[arg(long, conflicts_with = "noise")]
     pub(crate) rhat_chart: bool,
-    /// Draws per chain before --until-rhat may stop the run.
-    #[arg(long, default_value_t = 100, requires = "until_rhat")]
-    pub(crate) min_draws: u64,
+    /// Draws per chain before --until-rhat may stop the run [default: 100].
+    #[arg(long)]
+    pub(crate) min_draws: Option<u64>,
     /// Chains per superchain for the convergence diagnostics (nested R-hat; 1: R-hat):
     /// consecutive chains, which start from one point when the initial states are generated.
     #[arg(long, default_value_t = 1, conflicts_with = "noise")]
@@ -97,9 +97,9 @@ pub struct RunArgs {
     /// Save the states after every thin-th step into trace.npy.
     #[arg(long, conflicts_with = "noise")]
     pub(crate) thin: Option<u64>,
-    /// CUDA device ordinal.
-    #[arg(long, default_value_t = 0)]
-    pub(crate) device: usize,
+    /// CUDA device ordinal [default: 0].
+    #[arg(long)]
+    pub(crate) device: Option<usize>,
     /// Run on the CPU reference instead of the GPU.
     #[arg(long)]
     pub(crate) cpu: bool,
@@ -114,6 +114,59 @@ pub struct RunArgs {
     #[arg(long, requires_all = ["uniform", "init"], conflicts_with_all = ["batch", "init_dist"])]
     pub(crate) noise: Option<PathBuf>,
     /// Caller-noise mode: `[B]` uniforms in [0, 1) for the acceptance test.
-    #[arg(long, requires = "noise")]
+    #[arg(long)]
     pub(crate) uniform: Option<PathBuf>,
+}
+
+impl RunArgs {
+    /// `--target-accept`, or its default.
+    pub fn target_accept(&self) -> f64 {
+        self.target_accept.unwrap_or(0.234)
+    }
+
+    /// `--min-draws`, or its default.
+    pub fn min_draws(&self) -> u64 {
+        self.min_draws.unwrap_or(100)
+    }
+
+    /// `--device`, or its default.
+    pub fn device(&self) -> usize {
+        self.device.unwrap_or(0)
+    }
+
+    /// Refuses an option that this combination would ignore: an option either takes effect
+    /// or is refused. (Options that exclude each other outright are clap's `conflicts_with`.)
+    pub fn check_every_option_acts(&self) -> anyhow::Result<()> {
+        use anyhow::bail;
+        if self.uniform.is_some() && self.noise.is_none() {
+            bail!("--uniform is caller-noise mode's uniforms: it needs --noise (and --init)");
+        }
+        if self.min_draws.is_some() && self.until_rhat.is_none() {
+            bail!("--min-draws sets when --until-rhat may stop the run: it needs --until-rhat");
+        }
+        if self.warmup == 0 {
+            if self.precondition {
+                bail!("--precondition adapts the scales during the warm-up: give --warmup N");
+            }
+            if self.target_accept.is_some() {
+                bail!("--target-accept is the warm-up's aim: give --warmup N");
+            }
+        }
+        if self.cpu && self.device.is_some() {
+            bail!("--device chooses a GPU, and --cpu runs on none: give one or the other");
+        }
+        if let Some(t) = self.thin
+            && self.noise.is_none()
+            && (1..=self.steps).contains(&t)
+            && !self.steps.is_multiple_of(t)
+        {
+            bail!(
+                "--thin {t} does not divide --steps {}: the last {} steps would be run but \
+                 never saved (give a --thin that divides --steps)",
+                self.steps,
+                self.steps % t
+            );
+        }
+        Ok(())
+    }
 }

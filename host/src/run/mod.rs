@@ -58,6 +58,7 @@ use crate::outdir::{OutputDir, SUMMARY};
 /// `host run`.
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     crate::signals::install()?;
+    args.check_every_option_acts()?;
     let caller_noise = args.noise.is_some();
     if !caller_noise {
         ensure!(args.steps >= 1, "--steps must be at least 1");
@@ -80,9 +81,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // Caller noise draws nothing from the stream: its one step leaves the counter where it is.
     let steps = if caller_noise { 1 } else { args.steps };
     ensure!(
-        args.target_accept > 0.0 && args.target_accept < 1.0,
+        args.target_accept() > 0.0 && args.target_accept() < 1.0,
         "--target-accept {}: give an acceptance rate between 0 and 1",
-        args.target_accept
+        args.target_accept()
     );
     let drawn = if caller_noise {
         Some(0)
@@ -111,7 +112,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // reference keeps the same schedule, so that both give the same diagnostics).
     let launch = u64::from(args.steps_per_launch);
     let schedule = match args.until_rhat {
-        Some(_) => Some(SplitSchedule::from_min_draws(args.min_draws, launch)),
+        Some(_) => Some(SplitSchedule::from_min_draws(args.min_draws(), launch)),
         None => SplitSchedule::ending_at(steps, launch),
     };
     let first_checkpoint = schedule.map_or(u64::MAX, |s| 2 * s.half());
@@ -139,7 +140,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             first_checkpoint <= steps,
             "--until-rhat: the first checkpoint is at {first_checkpoint} draws (--min-draws {} \
              rounded up to an even number, at least 4), beyond --steps {steps}",
-            args.min_draws
+            args.min_draws()
         );
         ensure!(
             diagnosable,
@@ -158,7 +159,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             .map(|schedule| DiagnosticsPlan {
                 superchain_size: m,
                 until_rhat: args.until_rhat,
-                min_draws: args.min_draws,
+                min_draws: args.min_draws(),
                 schedule,
             }),
         ..run_plan
@@ -171,7 +172,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let gpu = if args.cpu {
         None
     } else {
-        match Gpu::open(args.device) {
+        match Gpu::open(args.device()) {
             Ok(gpu) => Some(gpu),
             Err(e @ (Error::NoDriver | Error::NoDevice { .. })) => {
                 bail!("{e}; pass --cpu to run on the CPU reference")
@@ -237,7 +238,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             &inputs,
             shape,
             (seed, first_step),
-            (args.warmup, args.target_accept, args.precondition),
+            (args.warmup, args.target_accept(), args.precondition),
             step_size,
         )?;
         step_size = warmed.step_size;
@@ -348,7 +349,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         if args.warmup > 0 {
             summary.warmup = Some(summary::Warmup {
                 steps: args.warmup,
-                target_accept: args.target_accept,
+                target_accept: args.target_accept(),
                 initial_step_size,
                 last_acceptance: warmup_acceptance.unwrap_or(f64::NAN),
             });

@@ -211,7 +211,7 @@ impl DiagnosticsSummary {
 /// Reads `DIR/summary.json` of an earlier run, or says why it cannot be read.
 pub fn read(dir: &Path) -> Result<Summary> {
     let path = dir.join(SUMMARY);
-    let text = std::fs::read_to_string(&path)
+    let text = crate::regular_file::read_to_string(&path)
         .with_context(|| format!("cannot read {}", path.display()))?;
     let summary: Summary = serde_json::from_str(&text).with_context(|| {
         format!(

@@ -112,7 +112,8 @@ pub fn program(dir: &Path, args: &[&str]) -> Output {
         .expect("the host program runs")
 }
 
-/// Every file under `dir` (recursively) with its bytes; a symbolic link as the path it names.
+/// Every file under `dir` (recursively) with its bytes; a symbolic link as the path it names,
+/// a FIFO or device as `<special>`.
 pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut files = BTreeMap::new();
     let mut todo = vec![dir.to_path_buf()];
@@ -126,8 +127,11 @@ pub fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
             } else if meta.is_dir() {
                 files.insert(path.clone(), b"<dir>".to_vec());
                 todo.push(path);
-            } else {
+            } else if meta.is_file() {
                 files.insert(path.clone(), fs::read(&path).expect("readable file"));
+            } else {
+                // A FIFO or a device: never read (a FIFO with no writer blocks).
+                files.insert(path.clone(), b"<special>".to_vec());
             }
         }
     }
@@ -176,4 +180,40 @@ pub fn same_states(dir: &Path, a: &str, b: &str) -> bool {
     let (_, xa) = load::<f32>(&dir.join(a).join("x.npy"));
     let (_, xb) = load::<f32>(&dir.join(b).join("x.npy"));
     xa.len() == xb.len() && xa.iter().zip(&xb).all(|(u, v)| u.to_bits() == v.to_bits())
+}
+
+/// Runs `host run --cpu ARGS` (with `--steps 5` unless ARGS set steps or ask for caller noise,
+/// and `--out out` unless they name an output)
+/// and checks that it is refused cleanly: the exact exit code (1 for an error, 2 for a usage
+/// error found by the option parser), a message that names the file or option at fault, every
+/// file in `dir` byte for byte as it was, and no staging directory left behind.
+pub fn refused(dir: &Path, args: &[&str], code: i32, message: &str) -> Result<(), Failed> {
+    let mut all = vec!["--cpu"];
+    if !args.contains(&"--steps") && !args.contains(&"--noise") {
+        all.extend_from_slice(&["--steps", "5"]);
+    }
+    all.extend_from_slice(args);
+    if !args.contains(&"--out") {
+        all.extend_from_slice(&["--out", "out"]);
+    }
+    let before = snapshot(dir);
+    let out = host(dir, &all);
+    let stderr = expect_code(&out, code, &format!("{all:?}"))?;
+    if !stderr.contains(message) {
+        return Err(format!("{all:?}: stderr {stderr:?} does not say {message:?}").into());
+    }
+    let after = snapshot(dir);
+    if after != before {
+        let changed: Vec<_> = before
+            .keys()
+            .chain(after.keys())
+            .filter(|k| before.get(*k) != after.get(*k))
+            .collect();
+        return Err(format!("{all:?} changed files: {changed:?}").into());
+    }
+    let left = leftovers(dir);
+    if !left.is_empty() {
+        return Err(format!("{all:?} left {left:?}").into());
+    }
+    Ok(())
 }

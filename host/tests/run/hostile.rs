@@ -1,7 +1,7 @@
 //! `host run` under hostile but realistic use: bad files, impossible sizes, dangerous output
 //! directories, closed streams, signals, and the benchmark's options.
 //!
-//! Every refusal is checked the same way ([`refused`]): the exact exit code (1 for an error,
+//! Every refusal is checked the same way ([`crate::common::refused`]): the exact exit code (1 for an error,
 //! 2 for a usage error found by the option parser), a message that names the file or option
 //! at fault, every file in the scratch directory byte for byte as it was (inputs and earlier
 //! outputs untouched, no output directory created), and no staging directory left behind.
@@ -15,43 +15,9 @@ use std::time::{Duration, Instant};
 use libtest_mimic::{Failed, Trial};
 
 use crate::common::{
-    check_ok, expect_code, handmade, host, host_exe, leftovers, load, problem, program, save,
-    scratch, snapshot,
+    check_ok, expect_code, handmade, host, host_exe, leftovers, load, problem, program, refused,
+    save, scratch, snapshot,
 };
-
-/// Runs `host run --cpu ARGS` (with `--steps 5` unless ARGS set steps or ask for caller noise,
-/// and `--out out` unless they name an output)
-/// and checks that it is refused as the module doc says.
-fn refused(dir: &Path, args: &[&str], code: i32, message: &str) -> Result<(), Failed> {
-    let mut all = vec!["--cpu"];
-    if !args.contains(&"--steps") && !args.contains(&"--noise") {
-        all.extend_from_slice(&["--steps", "5"]);
-    }
-    all.extend_from_slice(args);
-    if !args.contains(&"--out") {
-        all.extend_from_slice(&["--out", "out"]);
-    }
-    let before = snapshot(dir);
-    let out = host(dir, &all);
-    let stderr = expect_code(&out, code, &format!("{all:?}"))?;
-    if !stderr.contains(message) {
-        return Err(format!("{all:?}: stderr {stderr:?} does not say {message:?}").into());
-    }
-    let after = snapshot(dir);
-    if after != before {
-        let changed: Vec<_> = before
-            .keys()
-            .chain(after.keys())
-            .filter(|k| before.get(*k) != after.get(*k))
-            .collect();
-        return Err(format!("{all:?} changed files: {changed:?}").into());
-    }
-    let left = leftovers(dir);
-    if !left.is_empty() {
-        return Err(format!("{all:?} left {left:?}").into());
-    }
-    Ok(())
-}
 
 /// A float32 `.npy` of `[rows, cols]` equal to `fill`, with `value` at `[row, col]`.
 fn planted(path: &Path, rows: usize, cols: usize, fill: f32, at: (usize, usize), value: f32) {
@@ -517,7 +483,7 @@ fn closed_and_full_streams() -> Result<(), Failed> {
 
 /// SIGTERM and SIGINT during a run: the shell's exit code for the signal, and nothing left.
 fn signals_leave_nothing() -> Result<(), Failed> {
-    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("QUIT", 131)] {
         let dir = scratch(&format!("signal-{signal}"));
         let mut child = Command::new(host_exe())
             .current_dir(&dir)

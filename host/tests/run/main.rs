@@ -7,8 +7,10 @@
 mod common;
 mod convergence;
 mod hostile;
+mod leftovers;
 mod memory;
 mod options;
+mod special_files;
 
 use std::fs;
 
@@ -651,5 +653,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(convergence::trials(gpu));
     trials.extend(options::trials());
     trials.extend(memory::trials());
+    trials.extend(leftovers::trials());
+    trials.extend(special_files::trials());
     libtest_mimic::run(&args, trials).exit_code()
 }

@@ -4,7 +4,7 @@ use std::fs;
 
 use libtest_mimic::{Failed, Trial};
 
-use super::common::{check_ok, expect_code, host, load, scratch};
+use super::common::{check_ok, expect_code, host, load, problem, refused, scratch};
 
 /// Negative numbers are values of the numeric options (`--mu -1`), not unknown options: the
 /// run takes `--mu -1`, and refuses `--sigma -1` and `--step-size -0.5` with their own
@@ -34,10 +34,60 @@ fn negative_numbers_are_values() -> Result<(), Failed> {
     Ok(())
 }
 
+/// Options that the rest of the command would ignore are refused, naming the option and
+/// what it needs (each ran to exit 0 with the option dropped before): an option either takes
+/// effect or is refused.
+fn ignored_options_are_refused() -> Result<(), Failed> {
+    let dir = scratch("ignored-options");
+    problem(&dir, 8, 2);
+    check_ok(&host(
+        &dir,
+        &[
+            "--cpu", "--batch", "8", "--dim", "2", "--steps", "10", "--out", "earlier",
+        ],
+    ))?;
+    let generated: &[&str] = &["--batch", "8", "--dim", "2"];
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--init", "x0.npy", "--uniform", "u.npy"],
+            "--uniform is caller-noise",
+        ),
+        (
+            &[generated, &["--thin", "2", "--min-draws", "5"]].concat(),
+            "--min-draws",
+        ),
+        (
+            &[generated, &["--warmup", "0", "--precondition"]].concat(),
+            "--precondition",
+        ),
+        (
+            &[generated, &["--target-accept", "0.5"]].concat(),
+            "--target-accept",
+        ),
+        (&["--resume", "earlier", "--precondition"], "--precondition"),
+        (&[generated, &["--device", "1"]].concat(), "--device"),
+        (
+            &[generated, &["--steps", "10", "--thin", "3"]].concat(),
+            "--thin 3 does not divide",
+        ),
+    ];
+    for (args, says) in cases {
+        refused(&dir, args, 1, says)?;
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
 /// This file's tests (all on the CPU).
 pub fn trials() -> Vec<Trial> {
-    vec![Trial::test(
-        "options::negative_numbers_are_values",
-        negative_numbers_are_values,
-    )]
+    vec![
+        Trial::test(
+            "options::negative_numbers_are_values",
+            negative_numbers_are_values,
+        ),
+        Trial::test(
+            "options::ignored_options_are_refused",
+            ignored_options_are_refused,
+        ),
+    ]
 }
