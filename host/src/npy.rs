@@ -9,12 +9,16 @@
 //! 128-byte file that claims to hold 2^64 elements is an error at once, and the caller can
 //! check the sizes against the free memory before [`read_f32`] allocates anything.
 
+use std::cell::RefCell;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek};
+use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use anyhow::{Context, Result, anyhow, bail};
-use npyz::{AutoSerialize, DType, Endianness, NpyFile, NpyHeader, Order, TypeChar, WriterBuilder};
+use npyz::{
+    AutoSerialize, DType, Endianness, NpyFile, NpyHeader, Order, TypeChar, TypeStr, WriterBuilder,
+};
 
 /// What a `.npy` file's header says, checked against the file.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,7 +48,9 @@ pub fn probe(path: &Path) -> Result<Header> {
     Ok(open(path)?.0)
 }
 
-fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
+/// Opens a `.npy` file of any plain (not structured) dtype and checks its header against the
+/// file; `Header::float64` is meaningful only for a float file ([`open`]).
+fn open_plain(path: &Path) -> Result<(Header, TypeStr, NpyFile<BufReader<File>>)> {
     let name = path.display();
     let file = crate::regular_file::open(path).with_context(|| format!("cannot read {name}"))?;
     let file_len = file
@@ -83,14 +89,8 @@ fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
             dtype.descr()
         );
     };
-    let is_float = ts.type_char() == TypeChar::Float;
+    let ts = ts.clone();
     let size = ts.size_field();
-    if !is_float || !(size == 4 || size == 8) {
-        bail!("{name} has dtype {ts}; fused-mh reads float32 (<f4) or float64 (<f8)");
-    }
-    if ts.endianness() == Endianness::Big {
-        bail!("{name} is big-endian ({ts}); fused-mh reads little-endian (<f4 or <f8)");
-    }
     let shape = npy.shape().to_vec();
     let elements = shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
     let data_len = elements.and_then(|n| n.checked_mul(size));
@@ -116,7 +116,27 @@ fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
         len: elements as usize,
         float64: size == 8,
     };
+    Ok((header, ts, npy))
+}
+
+/// [`open_plain`], for a float32 or float64 file (little-endian).
+fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
+    let name = path.display();
+    let (header, ts, npy) = open_plain(path)?;
+    let size = ts.size_field();
+    if ts.type_char() != TypeChar::Float || !(size == 4 || size == 8) {
+        bail!("{name} has dtype {ts}; fused-mh reads float32 (<f4) or float64 (<f8)");
+    }
+    if ts.endianness() == Endianness::Big {
+        bail!("{name} is big-endian ({ts}); fused-mh reads little-endian (<f4 or <f8)");
+    }
     Ok((header, npy))
+}
+
+/// The shape of a `.npy` file of any plain dtype (the run's counts are `<u8`), checked as
+/// [`probe`] checks: a valid header, C order, exactly the data it promises.
+pub fn shape(path: &Path) -> Result<Vec<usize>> {
+    Ok(open_plain(path)?.0.shape)
 }
 
 /// The longest header read, as NumPy's own reader allows (`np.load`'s `max_header_size`).
@@ -235,16 +255,48 @@ pub fn read_f32(path: &Path) -> Result<Array> {
 }
 
 /// Writes `data` with `shape` as a `.npy` file (dtype from `T`: f32 `<f4`, f64 `<f8`, u32
-/// `<u4`, bool `|b1`).
-pub fn write<T: AutoSerialize>(path: &Path, shape: &[usize], data: &[T]) -> Result<()> {
+/// `<u4`, bool `|b1`). Returns the file's digest ([`digest`]).
+pub fn write<T: AutoSerialize>(path: &Path, shape: &[usize], data: &[T]) -> Result<String> {
     let mut writer = NpyStream::<T>::create(path, shape)?;
     writer.extend(data)?;
     writer.finish()
 }
 
-/// A `.npy` file written piece by piece (the thinned trace arrives in chunks).
+/// The BLAKE3 digest of the file at `path`, in hex: what [`write`] and [`NpyStream::finish`]
+/// return for the bytes they wrote (a run records them; a resume checks them).
+pub fn digest(path: &Path) -> Result<String> {
+    let name = path.display();
+    let mut file =
+        crate::regular_file::open(path).with_context(|| format!("cannot read {name}"))?;
+    let mut hasher = blake3::Hasher::new();
+    std::io::copy(&mut file, &mut hasher).with_context(|| format!("cannot read {name}"))?;
+    Ok(hasher.finalize().to_hex().to_string())
+}
+
+/// A file's writer that hashes every byte on its way to the file.
+struct HashingWriter {
+    file: BufWriter<File>,
+    hasher: Rc<RefCell<blake3::Hasher>>,
+}
+
+impl Write for HashingWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.borrow_mut().update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// A `.npy` file written piece by piece (the thinned trace arrives in chunks), hashed as it
+/// is written.
 pub struct NpyStream<T: AutoSerialize> {
-    writer: npyz::NpyWriter<T, BufWriter<File>>,
+    writer: npyz::NpyWriter<T, HashingWriter>,
+    /// The digest of the bytes written so far (shared with the writer, which `npyz` owns).
+    hasher: Rc<RefCell<blake3::Hasher>>,
     path: PathBuf,
 }
 
@@ -253,15 +305,20 @@ impl<T: AutoSerialize> NpyStream<T> {
     pub fn create(path: &Path, shape: &[usize]) -> Result<Self> {
         let file =
             File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let hasher = Rc::new(RefCell::new(blake3::Hasher::new()));
         let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
         let writer = npyz::WriteOptions::new()
             .default_dtype()
             .shape(&shape)
-            .writer(BufWriter::new(file))
+            .writer(HashingWriter {
+                file: BufWriter::new(file),
+                hasher: Rc::clone(&hasher),
+            })
             .begin_nd()
             .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(Self {
             writer,
+            hasher,
             path: path.to_path_buf(),
         })
     }
@@ -276,12 +333,14 @@ impl<T: AutoSerialize> NpyStream<T> {
         Ok(())
     }
 
-    /// Checks that the file got as many elements as its shape says, and flushes it.
-    pub fn finish(self) -> Result<()> {
+    /// Checks that the file got as many elements as its shape says, and flushes it. Returns
+    /// the digest of everything written ([`digest`]).
+    pub fn finish(self) -> Result<String> {
         let path = self.path.display().to_string();
         self.writer
             .finish()
-            .with_context(|| format!("cannot finish {path}"))
+            .with_context(|| format!("cannot finish {path}"))?;
+        Ok(self.hasher.borrow().finalize().to_hex().to_string())
     }
 }
 
@@ -311,6 +370,12 @@ mod tests {
         let data: Vec<f32> = (0..12).map(|i| i as f32 * 0.37 - 1.5).collect();
         write(&dir.join("a.npy"), &[3, 4], &data).expect("write");
         let back = read_f32(&dir.join("a.npy")).expect("read");
+        // The digest of the bytes as written is the digest of the file as read back, and
+        // BLAKE3's own (the crate's hash of the whole file's bytes at once).
+        let written = write(&dir.join("a.npy"), &[3, 4], &data).expect("write again");
+        let bytes = fs::read(dir.join("a.npy")).expect("bytes");
+        assert_eq!(written, blake3::hash(&bytes).to_hex().to_string());
+        assert_eq!(digest(&dir.join("a.npy")).expect("digest"), written);
         assert_eq!(back.shape, vec![3, 4]);
         assert_eq!(back.data, data);
         assert!(!back.converted_from_f64);

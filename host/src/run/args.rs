@@ -1,5 +1,6 @@
 //! The options of `host run`, as clap parses them.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
@@ -35,11 +36,11 @@ pub struct RunArgs {
     pub(crate) init_dist: Option<InitDist>,
     /// Target mean: a `[dim]` .npy file or a number for every coordinate.
     #[arg(long, default_value = "0", allow_negative_numbers = true)]
-    pub(crate) mu: String,
+    pub(crate) mu: OsString,
     /// Target standard deviation: a `[dim]` .npy file or a number, in [6.9e-18, 1.4e17]
     /// (2^-57 to 2^57, where the float32 arithmetic holds).
     #[arg(long, default_value = "1", allow_negative_numbers = true)]
-    pub(crate) sigma: String,
+    pub(crate) sigma: OsString,
     /// Steps of every chain (with --resume: steps more), after the --burn-in.
     #[arg(long, default_value_t = 1000, conflicts_with = "noise")]
     pub(crate) steps: u64,

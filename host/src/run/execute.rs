@@ -27,6 +27,8 @@ pub struct Ran {
     /// Per dimension, the superchains' spread where the statistics begin
     /// (`fused_mh::diagnostics::start`; empty without diagnostics).
     pub start_spread: Vec<f64>,
+    /// The digest of the trace file as written (`crate::npy::digest`), if there is one.
+    pub trace_digest: Option<String>,
 }
 
 /// Caller-noise mode: one step of the reference semantics with the given random numbers.
@@ -245,10 +247,9 @@ pub fn chains(
             (_, Some(e)) => return Err(e),
             (r, None) => r?,
         };
-    if let Some(t) = trace {
-        t.finish()?;
-    }
+    let trace_digest = trace.map(NpyStream::finish).transpose()?;
     Ok(Ran {
+        trace_digest,
         x,
         stats,
         steps,

@@ -2,6 +2,7 @@
 //! the options, and fixes the shape, so the sizes can be checked against the machine before
 //! anything large exists; [`Plan::read`] then reads the data and checks the values.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
@@ -21,12 +22,14 @@ pub enum Param {
 }
 
 impl Param {
-    fn parse(option: &str, text: &str) -> Result<Self> {
-        match text.trim().parse::<f32>() {
-            Ok(v) => Ok(Self::Scalar(v)),
-            Err(_) => {
+    /// A number, or else the path of a `.npy` file (any bytes: a path need not be UTF-8).
+    fn parse(option: &str, text: &OsStr) -> Result<Self> {
+        match text.to_str().and_then(|t| t.trim().parse::<f32>().ok()) {
+            Some(v) => Ok(Self::Scalar(v)),
+            None => {
                 let path = PathBuf::from(text);
-                let header = npy::probe(&path).with_context(|| format!("{option} {text}"))?;
+                let shown = path.display();
+                let header = npy::probe(&path).with_context(|| format!("{option} {shown}"))?;
                 ensure!(
                     header.shape.len() == 1,
                     "{} has shape {:?}; {option} must have shape [dim]",
@@ -80,16 +83,18 @@ pub struct Inputs {
 impl Plan {
     /// Reads the headers and fixes the shape: every source of the dimension must agree.
     pub fn new(args: &RunArgs, resume: Option<&Resume>) -> Result<Self> {
-        let (mu_text, sigma_text, init_path) = match resume {
+        let (mu_source, sigma_source, init_path) = match resume {
             Some(r) => (
-                r.file("mu.npy").display().to_string(),
-                r.file("sigma.npy").display().to_string(),
+                r.file("mu.npy").into_os_string(),
+                r.file("sigma.npy").into_os_string(),
                 Some(r.file("x.npy")),
             ),
             None => (args.mu.clone(), args.sigma.clone(), args.init.clone()),
         };
-        let mu = Param::parse("--mu", &mu_text)?;
-        let sigma = Param::parse("--sigma", &sigma_text)?;
+        let mu = Param::parse("--mu", &mu_source)?;
+        let sigma = Param::parse("--sigma", &sigma_source)?;
+        let text = |source: &OsStr| Path::new(source).display().to_string();
+        let (mu_text, sigma_text) = (text(&mu_source), text(&sigma_source));
         let init = match init_path {
             Some(path) => {
                 let header = npy::probe(&path)?;

@@ -283,6 +283,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         converted_from_f64: inputs.converted.clone(),
         diagnostics: None,
         files: Vec::new(),
+        digests: Default::default(),
     };
     let (b, d) = (shape.batch(), shape.dim());
     // The final proposal (after a warm-up adapted it) against float32's reach: a warning.
@@ -294,8 +295,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let report = if let Some((noise, uniform)) = &inputs.noise {
         let (x_new, accepted) =
             execute::one_step(gpu.as_ref(), &inputs, shape, step_size, noise, uniform)?;
-        npy::write(&out.path("x_new.npy"), &[b, d], &x_new)?;
-        npy::write(&out.path("accepted.npy"), &[b], &accepted)?;
+        let digests = &mut summary.digests;
+        digests.insert(
+            "x_new.npy".into(),
+            npy::write(&out.path("x_new.npy"), &[b, d], &x_new)?,
+        );
+        let written = npy::write(&out.path("accepted.npy"), &[b], &accepted)?;
+        digests.insert("accepted.npy".into(), written);
         summary.mode = "caller-noise".into();
         summary.files = vec!["x_new.npy".into(), "accepted.npy".into()];
         summary.accepted_total = accepted.iter().filter(|&&a| a).count() as u64;
@@ -317,6 +323,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             history,
             diagnostics,
             start_spread,
+            trace_digest,
         } = execute::chains(
             gpu.as_ref(),
             &inputs,
@@ -327,14 +334,44 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             &run_plan,
             trace.as_deref(),
         )?;
-        npy::write(&out.path("x.npy"), &[b, d], &x)?;
-        npy::write(&out.path("accepted_count.npy"), &[b], &stats.accepted)?;
-        npy::write(&out.path("nonfinite_count.npy"), &[b], &stats.nonfinite)?;
-        npy::write(&out.path("null_move_count.npy"), &[b], &stats.null_moves)?;
-        npy::write(&out.path("mean.npy"), &[b, d], &stats.mean)?;
-        npy::write(&out.path("var.npy"), &[b, d], &stats.var)?;
-        npy::write(&out.path("mu.npy"), &[d], inputs.target.mu())?;
-        npy::write(&out.path("sigma.npy"), &[d], inputs.target.sigma())?;
+        // Each file with the digest of what was written: a resume checks its inputs by them.
+        let mut digests = std::collections::BTreeMap::new();
+        let mut write = |name: &str, digest: String| digests.insert(name.to_string(), digest);
+        write("x.npy", npy::write(&out.path("x.npy"), &[b, d], &x)?);
+        let (accepted, nonfinite) = (&stats.accepted, &stats.nonfinite);
+        write(
+            "accepted_count.npy",
+            npy::write(&out.path("accepted_count.npy"), &[b], accepted)?,
+        );
+        write(
+            "nonfinite_count.npy",
+            npy::write(&out.path("nonfinite_count.npy"), &[b], nonfinite)?,
+        );
+        let null_moves = &stats.null_moves;
+        write(
+            "null_move_count.npy",
+            npy::write(&out.path("null_move_count.npy"), &[b], null_moves)?,
+        );
+        write(
+            "mean.npy",
+            npy::write(&out.path("mean.npy"), &[b, d], &stats.mean)?,
+        );
+        write(
+            "var.npy",
+            npy::write(&out.path("var.npy"), &[b, d], &stats.var)?,
+        );
+        write(
+            "mu.npy",
+            npy::write(&out.path("mu.npy"), &[d], inputs.target.mu())?,
+        );
+        write(
+            "sigma.npy",
+            npy::write(&out.path("sigma.npy"), &[d], inputs.target.sigma())?,
+        );
+        if let Some(digest) = trace_digest {
+            write("trace.npy", digest);
+        }
+        summary.digests = digests;
         summary.files = ["x.npy", "accepted_count.npy", "nonfinite_count.npy"]
             .into_iter()
             .chain(["null_move_count.npy"])

@@ -5,6 +5,7 @@
 //! ([`crate::outdir`]), and `--resume DIR` reads the step counter, the seed and the step size
 //! from it ([`Resume`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -82,6 +83,10 @@ pub struct Summary {
     pub diagnostics: Option<DiagnosticsSummary>,
     /// Every file of the output directory, this one included.
     pub files: Vec<String>,
+    /// The BLAKE3 digest (hex) of each `.npy` file, of the bytes as they were written: a
+    /// `--resume` checks the files it reads against them ([`Resume::open`]).
+    #[serde(default)]
+    pub digests: BTreeMap<String, String>,
 }
 
 /// What `--warmup` did: its steps and target, the step size it started from (`step_size` is
@@ -233,21 +238,92 @@ pub struct Resume {
 }
 
 impl Resume {
-    /// Checks that `dir` holds a finished run (not a caller-noise step) that can be continued.
+    /// Checks that `dir` holds a finished run (not a caller-noise step) that can be continued,
+    /// and that it is the run its summary describes: every `.npy` file it lists has the shape
+    /// the summary implies; the files a resume reads (`x.npy`, `mu.npy`, `sigma.npy`) have the
+    /// digests recorded when they were written; the step size and scales are usable; and the
+    /// stream position follows from the steps the run drew (an edited `next_step` would replay
+    /// or skip random numbers).
     pub fn open(dir: &Path) -> Result<Self> {
-        let context = || format!("--resume {}", dir.display());
-        let summary = read(dir).with_context(context)?;
+        let shown = dir.display();
+        let summary = read(dir).with_context(|| format!("--resume {shown}"))?;
         if summary.mode != "run" {
             bail!(
-                "--resume {}: that directory holds a {} step, not a run to continue",
-                dir.display(),
+                "--resume {shown}: that directory holds a {} step, not a run to continue",
                 summary.mode
             );
         }
-        for file in ["x.npy", "mu.npy", "sigma.npy"] {
-            if !summary.files.iter().any(|f| f == file) || !dir.join(file).is_file() {
-                bail!("--resume {}: {file} is missing", dir.display());
+        let (b, d) = (summary.batch, summary.dim);
+        let saves = summary.thin.filter(|&t| t > 0).map(|t| summary.steps / t);
+        for file in summary.files.iter().filter(|f| f.ends_with(".npy")) {
+            let want: Vec<usize> = match file.as_str() {
+                "x.npy" | "mean.npy" | "var.npy" => vec![b, d],
+                "mu.npy" | "sigma.npy" => vec![d],
+                "trace.npy" => vec![saves.unwrap_or(0) as usize, b, d],
+                _ => vec![b],
+            };
+            let path = dir.join(file);
+            let shape = crate::npy::shape(&path).with_context(|| format!("--resume {shown}"))?;
+            if shape != want {
+                bail!(
+                    "--resume {shown}: {file} has shape {:?}, but {SUMMARY} describes {b} chains \
+                     x {d} dims ({want:?}): the file is not the one this run wrote",
+                    shape
+                );
             }
+        }
+        for file in ["x.npy", "mu.npy", "sigma.npy"] {
+            if !summary.files.iter().any(|f| f == file) {
+                bail!("--resume {shown}: {SUMMARY} lists no {file}");
+            }
+            let Some(recorded) = summary.digests.get(file) else {
+                bail!(
+                    "--resume {shown}: {SUMMARY} records no digest of {file} (a run of an \
+                     older host run), so the file cannot be checked; start a new run from it \
+                     with --init {shown}/x.npy and another --seed instead"
+                );
+            };
+            let path = dir.join(file);
+            if crate::npy::digest(&path).with_context(|| format!("--resume {shown}"))? != *recorded
+            {
+                bail!(
+                    "--resume {shown}: {file} has changed since the run wrote it (its BLAKE3 \
+                     digest is not the one in {SUMMARY}); a resume continues the run's own \
+                     final states and target only"
+                );
+            }
+        }
+        let drawn = summary
+            .warmup
+            .map_or(0, |w| w.steps)
+            .checked_add(summary.burn_in);
+        let end = drawn
+            .and_then(|n| n.checked_add(summary.steps))
+            .and_then(|n| n.checked_add(summary.first_step));
+        if end != Some(summary.next_step) {
+            bail!(
+                "--resume {shown}: {SUMMARY} says next_step {}, but the run drew its random \
+                 numbers from step {} for {} warm-up, {} burn-in and {} steps: the stream \
+                 position was changed, and resuming there would replay or skip random numbers",
+                summary.next_step,
+                summary.first_step,
+                summary.warmup.map_or(0, |w| w.steps),
+                summary.burn_in,
+                summary.steps
+            );
+        }
+        let config = fused_mh::StepConfig::new(summary.step_size, summary.seed)
+            .with_context(|| format!("--resume {shown}: the step size in its {SUMMARY}"))?;
+        if let Some(scales) = &summary.scales {
+            if scales.len() != d {
+                bail!(
+                    "--resume {shown}: its {SUMMARY} has {} scales for {d} dimensions",
+                    scales.len()
+                );
+            }
+            config
+                .with_scales(scales)
+                .with_context(|| format!("--resume {shown}: the scales in its {SUMMARY}"))?;
         }
         Ok(Self {
             dir: dir.to_path_buf(),

@@ -10,6 +10,7 @@ mod hostile;
 mod leftovers;
 mod memory;
 mod options;
+mod resume_checks;
 mod special_files;
 
 use std::fs;
@@ -654,6 +655,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(options::trials());
     trials.extend(memory::trials());
     trials.extend(leftovers::trials());
+    trials.extend(resume_checks::trials());
     trials.extend(special_files::trials());
     libtest_mimic::run(&args, trials).exit_code()
 }
