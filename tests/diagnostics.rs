@@ -37,7 +37,7 @@ fn run(batch: usize, m: usize, steps: u64, spread: f32) -> (Diagnostics, Vec<f32
             trace.extend_from_slice(state);
             Ok(())
         },
-        &mut |_| {},
+        &mut |_| Ok(()),
     )
     .unwrap();
     let d = diagnostics::from_chain_moments(shape, m, steps, &out.mean, &out.var).unwrap();
@@ -108,7 +108,7 @@ fn split_diagnostics_equal_the_trace_and_see_a_shared_trend() {
             trace.extend_from_slice(state);
             Ok(())
         },
-        &mut |_| {},
+        &mut |_| Ok(()),
     )
     .unwrap();
     let d = out.diagnostics.expect("diagnostics at the last checkpoint");

@@ -546,7 +546,7 @@ fn gpu_run(
         config,
         &fused_mh::RunPlan::new(steps, 10),
         &mut stats,
-        &mut |_| {},
+        &mut |_| Ok(()),
         &mut |_| Ok(()),
     )?;
     Ok(Ran {
@@ -612,7 +612,7 @@ fn scaled_run_matches_cpu(batch: usize, dim: usize) -> Result<(), Failed> {
         0,
         None,
         &mut |_, _| Ok(()),
-        &mut |_| {},
+        &mut |_| Ok(()),
     )?;
     if ran.nonfinite.iter().any(|&n| n > 0) || cpu.nonfinite.iter().any(|&n| n > 0) {
         return Err("a finite run counted non-finite steps".into());
@@ -756,7 +756,10 @@ fn moments_and_trace(batch: usize, dim: usize) -> Result<(), Failed> {
         &config,
         &plan,
         &mut stats,
-        &mut |_: &fused_mh::Progress<'_>| reports += 1,
+        &mut |_: &fused_mh::Progress<'_>| {
+            reports += 1;
+            Ok(())
+        },
         &mut |chunk| {
             assert_eq!(chunk.first, next_first, "trace chunks out of order");
             next_first += (chunk.states.len() / shape.len()) as u64;
@@ -829,7 +832,7 @@ fn convergence() -> Result<(), Failed> {
     let mut chains = gpu.upload_chains(&x, shape)?;
     let (burn_in, steps) = (2_000u64, 8_000u64);
     let mut burn = gpu.new_stats(shape, false)?;
-    let mut none = |_: &fused_mh::Progress<'_>| {};
+    let mut none = |_: &fused_mh::Progress<'_>| Ok(());
     let mut no_trace = |_: fused_mh::TraceChunk<'_>| Ok(());
     let plan = fused_mh::RunPlan::new(burn_in, 500);
     gpu.run(

@@ -48,7 +48,7 @@ fn gpu_diagnostics_match_the_moments(batch: usize, dim: usize, m: usize) -> Resu
         &config,
         &plan,
         &mut stats,
-        &mut |_| {},
+        &mut |_| Ok(()),
         &mut |_| Ok(()),
     )?;
     let on_gpu = gpu.diagnostics(&stats, &target_dev, m)?;
@@ -112,7 +112,7 @@ fn early_stop_equals_the_shorter_run() -> Result<(), Failed> {
             &config,
             &plan,
             &mut stats,
-            &mut |_| {},
+            &mut |_| Ok(()),
             &mut |_| Ok(()),
         )?;
         Ok((ran, chains.x()?))
@@ -168,7 +168,10 @@ fn split_diagnostics_match_the_trace(batch: usize, dim: usize, m: usize) -> Resu
         &StepConfig::new(step_size, 3)?,
         &plan,
         &mut stats,
-        &mut |p| checkpoints.extend(p.diagnostics.map(|_| p.done)),
+        &mut |p| {
+            checkpoints.extend(p.diagnostics.map(|_| p.done));
+            Ok(())
+        },
         &mut |chunk| {
             trace.extend_from_slice(chunk.states);
             Ok(())

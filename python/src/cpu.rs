@@ -12,6 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::errors::to_py;
+use crate::interrupts::Interrupts;
 
 /// A C-contiguous array's data, or a `ValueError` naming it.
 fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
@@ -136,27 +137,27 @@ pub fn run<'py>(
         .and_then(|s| s.checked_mul(shape.len()))
         .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
     let x = contiguous("x", &x)?;
-    let (out, trace) = py
-        .detach(|| {
-            let mut trace = fused_mh::host_memory::reserved("trace", trace_len)?;
-            let out = cpu::run_chains(
-                x,
-                shape,
-                &target,
-                &config,
-                first_step,
-                steps,
-                thin,
-                crate::diagnostics::plan(shape, steps, steps_per_launch),
-                &mut |_, state| {
-                    trace.extend_from_slice(state);
-                    Ok(())
-                },
-                &mut |_| {},
-            )?;
-            Ok::<_, fused_mh::Error>((out, trace))
-        })
-        .map_err(to_py)?;
+    let mut interrupts = Interrupts::default();
+    let ran = py.detach(|| {
+        let mut trace = fused_mh::host_memory::reserved("trace", trace_len)?;
+        let out = cpu::run_chains(
+            x,
+            shape,
+            &target,
+            &config,
+            first_step,
+            steps,
+            thin,
+            crate::diagnostics::plan(shape, steps, steps_per_launch),
+            &mut |_, state| {
+                trace.extend_from_slice(state);
+                Ok(())
+            },
+            &mut |_| interrupts.check(),
+        )?;
+        Ok::<_, fused_mh::Error>((out, trace))
+    });
+    let (out, trace) = interrupts.result(ran)?;
     let (b, d) = (shape.batch(), shape.dim());
     let array = |v: Vec<f32>| Array2::from_shape_vec((b, d), v);
     let bad = |e: numpy::ndarray::ShapeError| PyValueError::new_err(e.to_string());

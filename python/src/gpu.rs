@@ -23,6 +23,7 @@ use pyo3::types::PyDict;
 
 use crate::dlpack::{Expect, Exported, F32, FLAGS, OwnedBuffer, borrow};
 use crate::errors::to_py;
+use crate::interrupts::Interrupts;
 
 /// An open GPU (`fused_mh::Gpu` on the device's primary context, the one PyTorch and JAX use).
 #[pyclass(frozen)]
@@ -241,33 +242,33 @@ impl Device {
             .and_then(|n| n.checked_mul(shape.len()))
             .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
         let (gpu, x_view) = (&self.gpu, inputs.x);
-        let (chains, stats, trace, ran, spread) = py
-            .detach(|| {
-                let mut trace = fused_mh::host_memory::reserved("trace", saves)?;
-                // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
-                // Python side waited for its stream), its owner in `inputs` alive until after
-                // the run, which synchronizes after each launch.
-                let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
-                chains.set_step_counter(first_step);
-                let rows = fused_mh::diagnostics::start::spread_rows(shape, 1);
-                let spread =
-                    crate::diagnostics::spread(&chains.x_rows(rows)?, shape, target.host.sigma())?;
-                let mut stats = gpu.new_stats(shape, true)?;
-                let ran = gpu.run(
-                    &mut chains,
-                    &target.target,
-                    &config,
-                    &plan,
-                    &mut stats,
-                    &mut |_| {},
-                    &mut |chunk| {
-                        trace.extend_from_slice(chunk.states);
-                        Ok(())
-                    },
-                )?;
-                Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread))
-            })
-            .map_err(to_py)?;
+        let mut interrupts = Interrupts::default();
+        let run = py.detach(|| {
+            let mut trace = fused_mh::host_memory::reserved("trace", saves)?;
+            // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
+            // Python side waited for its stream), its owner in `inputs` alive until after
+            // the run, which synchronizes after each launch.
+            let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
+            chains.set_step_counter(first_step);
+            let rows = fused_mh::diagnostics::start::spread_rows(shape, 1);
+            let spread =
+                crate::diagnostics::spread(&chains.x_rows(rows)?, shape, target.host.sigma())?;
+            let mut stats = gpu.new_stats(shape, true)?;
+            let ran = gpu.run(
+                &mut chains,
+                &target.target,
+                &config,
+                &plan,
+                &mut stats,
+                &mut |_| interrupts.check(),
+                &mut |chunk| {
+                    trace.extend_from_slice(chunk.states);
+                    Ok(())
+                },
+            )?;
+            Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread))
+        });
+        let (chains, stats, trace, ran, spread) = interrupts.result(run)?;
         drop(inputs);
         let (b, d) = (shape.batch(), shape.dim());
         let result = PyDict::new(py);

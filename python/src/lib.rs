@@ -17,6 +17,7 @@ mod diagnostics;
 mod dlpack;
 mod errors;
 mod gpu;
+mod interrupts;
 
 /// The module: its functions and classes.
 #[pymodule]

@@ -33,10 +33,10 @@ pub struct ChainsOutput {
 /// (all cores), with the configuration's per-dimension scales if it has them: accepted,
 /// non-finite and null-move counts, running moments (Welford's update in f64, one step at a
 /// time; split on the diagnostics plan's schedule, [`crate::diagnostics::split`]), and every
-/// `thin`-th state
-/// handed to `on_trace(save_index, state)` (`thin = 0`: none). `on_progress` follows each
-/// step; at each checkpoint of the plan it carries the convergence diagnostics, and the run
-/// stops there if the plan's early stop is met.
+/// `thin`-th state handed to `on_trace(save_index, state)` (`thin = 0`: none). `on_progress`
+/// follows each step; at each checkpoint of the plan it carries the convergence diagnostics,
+/// and the run stops there if the plan's early stop is met. An error from either callback
+/// stops the run and is returned (a caller stops a run this way: Ctrl-C in Python).
 #[allow(clippy::too_many_arguments)]
 pub fn run_chains(
     x: &[f32],
@@ -48,7 +48,7 @@ pub fn run_chains(
     thin: u64,
     diagnostics: Option<DiagnosticsPlan>,
     on_trace: &mut dyn FnMut(u64, &[f32]) -> Result<()>,
-    on_progress: &mut dyn FnMut(&Progress<'_>),
+    on_progress: &mut dyn FnMut(&Progress<'_>) -> Result<()>,
 ) -> Result<ChainsOutput> {
     shape.check_len("x", x)?;
     check_stream(first_step, steps)?;
@@ -92,7 +92,7 @@ pub fn run_chains(
             done,
             total: steps,
             diagnostics: found.as_ref(),
-        });
+        })?;
         if let Some(d) = found {
             let stop = diagnostics.is_some_and(|plan| plan.converged(&d));
             last = Some(d);
@@ -165,7 +165,7 @@ mod tests {
             0,
             None,
             &mut |_, _| Ok(()),
-            &mut |_| {},
+            &mut |_| Ok(()),
         )
         .expect("a valid run")
     }
@@ -214,7 +214,7 @@ mod tests {
             0,
             None,
             &mut |_, _| Ok(()),
-            &mut |_| {},
+            &mut |_| Ok(()),
         );
         assert!(err.is_err());
     }
@@ -250,7 +250,7 @@ mod tests {
                 0,
                 None,
                 &mut |_, _| Ok(()),
-                &mut |_| {},
+                &mut |_| Ok(()),
             )
         };
         assert!(go(0, 0).is_err());

@@ -145,7 +145,7 @@ pub fn steps(
         0,
         None,
         &mut |_, _| Ok(()),
-        &mut |_| {},
+        &mut |_| Ok(()),
     )?;
     Ok((out.x, out.accepted))
 }

@@ -119,9 +119,10 @@ impl Gpu {
     /// `on_trace` (in chunks, in order), and `on_progress` after each launch (with the split
     /// convergence diagnostics at the checkpoints of `plan.diagnostics`, where it asks for
     /// them: launches end at its boundaries). Returns the steps run: `plan.steps`, or fewer
-    /// when the plan's early stop fires (after the checkpoint whose diagnostics met it). The chains' step counter advances, so a second call continues the
-    /// same random stream. Waits for each launch to finish before reporting it, so progress is
-    /// real.
+    /// when the plan's early stop fires (after the checkpoint whose diagnostics met it). The
+    /// chains' step counter advances, so a second call continues the same random stream.
+    /// Waits for each launch to finish before reporting it, so progress is real. An error from
+    /// either callback stops the run after that launch and is returned.
     // The run's inputs, its statistics and two callbacks: a parameter struct would only rename them.
     #[allow(clippy::too_many_arguments)]
     pub fn run(
@@ -131,7 +132,7 @@ impl Gpu {
         config: &StepConfig,
         plan: &RunPlan,
         stats: &mut ChainStats,
-        on_progress: &mut dyn FnMut(&Progress<'_>),
+        on_progress: &mut dyn FnMut(&Progress<'_>) -> Result<()>,
         on_trace: &mut dyn FnMut(TraceChunk<'_>) -> Result<()>,
     ) -> Result<u64> {
         if plan.steps_per_launch == 0 {
@@ -219,7 +220,7 @@ impl Gpu {
                 done,
                 total: plan.steps,
                 diagnostics: diagnostics.as_ref(),
-            });
+            })?;
             if stop {
                 break;
             }

@@ -64,7 +64,7 @@ pub(super) fn diagnostics_cost(gpu: &Gpu, args: &BenchArgs) -> Result<AddedCost>
                 config,
                 &plan,
                 &mut stats,
-                &mut |_| {},
+                &mut |_| Ok(()),
                 &mut |_| Ok(()),
             )?;
             Ok(())

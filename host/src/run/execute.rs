@@ -149,7 +149,10 @@ pub fn chains(
                     config,
                     &burn,
                     &mut discarded,
-                    &mut |p| report(0, p),
+                    &mut |p| {
+                        report(0, p);
+                        Ok(())
+                    },
                     &mut |_| Ok(()),
                 )?;
                 burn_in_nonfinite = discarded.nonfinite_counts()?.iter().sum();
@@ -169,7 +172,10 @@ pub fn chains(
                 config,
                 plan,
                 &mut stats,
-                &mut |p| report(burn_in, p),
+                &mut |p| {
+                    report(burn_in, p);
+                    Ok(())
+                },
                 &mut |chunk| save(chunk.states),
             )?;
             let n = stats.steps();
@@ -203,7 +209,10 @@ pub fn chains(
                     0,
                     None,
                     &mut |_, _| Ok(()),
-                    &mut |p| report(0, p),
+                    &mut |p| {
+                        report(0, p);
+                        Ok(())
+                    },
                 )?;
                 burn_in_nonfinite = burnt.nonfinite.iter().sum();
                 &burnt.x
@@ -221,7 +230,10 @@ pub fn chains(
                 plan.thin,
                 plan.diagnostics,
                 &mut |_, state| save(state),
-                &mut |p| report(burn_in, p),
+                &mut |p| {
+                    report(burn_in, p);
+                    Ok(())
+                },
             )
             .map(|out| (out, burn_in_nonfinite, spread))
         })()
@@ -349,7 +361,7 @@ pub fn warm_up(
                     0,
                     None,
                     &mut |_, _| Ok(()),
-                    &mut |_| {},
+                    &mut |_| Ok(()),
                 )?;
                 last_acceptance = out.accepted.iter().sum::<u64>() as f64 / (k as f64 * rows);
                 nonfinite += out.nonfinite.iter().sum::<u64>();

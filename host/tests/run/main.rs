@@ -83,7 +83,7 @@ fn run_end_to_end(on_gpu: bool) -> Result<(), Failed> {
             &config,
             &RunPlan::new(30, 7),
             &mut stats,
-            &mut |_| {},
+            &mut |_| Ok(()),
             &mut |_| Ok(()),
         )?;
         (chains.x()?, stats.accepted_counts()?)
