@@ -104,6 +104,21 @@ pub fn free_host_memory() -> u64 {
     }
 }
 
+/// The peak resident memory of this process so far, in bytes (`VmHWM` in
+/// `/proc/self/status`; None where the system does not say).
+pub fn peak_resident_memory() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse()
+        .ok()?;
+    kib.checked_mul(1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +143,7 @@ mod tests {
     #[test]
     fn this_machine_has_some_memory_free() {
         assert!(free_host_memory() > 1 << 20);
+        // A process holds at least its own code and stack.
+        assert!(peak_resident_memory().is_some_and(|b| b > 1 << 20));
     }
 }

@@ -1,6 +1,6 @@
 //! Many steps on the CPU with the statistics of a GPU run: the twin of `Gpu::run`.
 
-use super::par_step_scaled;
+use super::{Decision, Proposal, check_step, philox, step_into};
 use crate::diagnostics::SplitMoments;
 use crate::error::Result;
 use crate::host_memory;
@@ -56,6 +56,14 @@ pub fn run_chains(
         SplitMoments::new(shape, diagnostics.map(|d| (d.superchain_size, d.schedule)))?;
     let mut x = host_memory::copied("states", x)?;
     let proposal_scales = config.proposal_scales(shape)?;
+    let proposal = match proposal_scales.as_deref() {
+        Some(s) => Proposal::Scales(s),
+        None => Proposal::StepSize(config.step_size()),
+    };
+    check_step(&x, shape, target, proposal)?;
+    // The step's buffers, written by each step in turn (the next states swap with `x`).
+    let mut x_new = host_memory::filled("x_new", shape.len(), 0.0f32)?;
+    let mut decisions = host_memory::filled("decisions", shape.batch(), Decision::default())?;
     let mut accepted = host_memory::filled("accepted counts", shape.batch(), 0u64)?;
     let mut nonfinite = host_memory::filled("non-finite counts", shape.batch(), 0u64)?;
     let mut null_moves = host_memory::filled("null-move counts", shape.batch(), 0u64)?;
@@ -63,19 +71,28 @@ pub fn run_chains(
     let mut done = 0;
     while done < steps {
         let step = first_step + done;
-        let out = par_step_scaled(&x, shape, target, config, proposal_scales.as_deref(), step)?;
-        for (c, a) in accepted.iter_mut().zip(&out.accepted) {
-            *c += u64::from(*a);
-        }
-        for ((c, n), a) in nonfinite
+        let draws = philox(config, step);
+        step_into(
+            &x,
+            shape,
+            target,
+            proposal,
+            draws,
+            true,
+            &mut x_new,
+            &mut decisions,
+        )?;
+        for (((a, c), n), d) in accepted
             .iter_mut()
+            .zip(&mut nonfinite)
             .zip(&mut null_moves)
-            .zip(&out.log_alpha)
+            .zip(&decisions)
         {
-            *c += u64::from(!fused_mh_kernel::mh::is_finite(*a));
-            *n += u64::from(*a == 0.0);
+            *a += u64::from(d.accepted);
+            *c += u64::from(!fused_mh_kernel::mh::is_finite(d.log_alpha));
+            *n += u64::from(d.log_alpha == 0.0);
         }
-        x = out.x_new;
+        std::mem::swap(&mut x, &mut x_new);
         moments.push(&x)?;
         done += 1;
         if thin > 0 && done % thin == 0 {
@@ -112,6 +129,20 @@ pub fn run_chains(
         steps: done,
         diagnostics: last,
     })
+}
+
+/// The host memory [`run_chains`] holds at its peak, in bytes, beyond its input `x`: its
+/// working states and the buffers each step writes (the next states, the decisions), two
+/// moment samples (the split halves: their means and sums of squares in f64), and three
+/// per-chain counts.
+/// The final states, counts and moments it returns are among these. A caller adds what it
+/// holds itself and compares the total with the free memory before the run.
+pub fn run_chains_bytes(shape: Shape) -> u128 {
+    let (len, batch) = (shape.len() as u128, shape.batch() as u128);
+    let states = 4 * len;
+    let moments = 2 * 2 * 8 * len;
+    let counts = 3 * 8 * batch;
+    states + super::step_buffer_bytes(shape) + moments + counts
 }
 
 /// Checks that a run of `steps` steps from step counter `first_step` has a step to run and

@@ -1,32 +1,43 @@
 //! What a job needs before it starts, computed from its plan: host memory, GPU memory, disk.
 
-use fused_mh::{RunPlan, Shape};
+use fused_mh::{RunPlan, Shape, cpu};
 
 use crate::budget::Budget;
 
-/// Host memory the job holds at its peak.
-pub fn host_budget(shape: Shape, caller_noise: bool, cpu: bool, plan: &RunPlan) -> Budget {
+/// Host memory the job holds at its peak: its inputs, and the largest of its phases, each
+/// from the library's own account of what that phase allocates (`cpu::run_chains_bytes`,
+/// `RunPlan::host_bytes`, `cpu::step_output_bytes`). The phases run one after another: a
+/// warm-up (`warmup`) keeps its own copy of the states beside the inputs while it runs, and a
+/// burn-in (`burn_in`) hands its final states to the run, which holds them throughout.
+pub fn host_budget(
+    shape: Shape,
+    caller_noise: bool,
+    cpu: bool,
+    plan: &RunPlan,
+    (warmup, burn_in): (bool, bool),
+) -> Budget {
     let (len, batch, dim) = sizes(shape);
     let mut b = Budget::default();
     b.add("initial states", 4 * len).add("target", 12 * dim);
     if caller_noise {
         b.add("noise and uniforms", 4 * len + 4 * batch);
-        b.add("the step's output", 4 * len + 16 * batch);
+        b.add("the step's output", cpu::step_output_bytes(shape));
     } else if cpu {
-        // The reference's working state and each step's output, its moments, its counts and
-        // decisions.
-        // The moments: two samples with diagnostics (the split halves).
-        let samples = if plan.diagnostics.is_some() { 2 } else { 1 };
-        b.add("states", 8 * len)
-            .add("running moments", samples * 16 * len);
-        b.add("per-chain counts", 56 * batch);
+        b.add(
+            "the CPU run (states, a step's output, moments, counts)",
+            cpu::run_chains_bytes(shape),
+        );
+        if warmup || burn_in {
+            b.add("the warm-up's or burn-in's states", 4 * len);
+        }
     } else {
-        // The moments' two samples are copied back and merged on the host.
-        let samples = if plan.diagnostics.is_some() { 2 } else { 1 };
-        b.add("final states", 4 * len)
-            .add("means and variances", samples * 16 * len);
-        b.add("accepted, non-finite and null-move counts", 24 * batch);
-        b.add("trace copy", 4 * len * plan.trace_slots(shape) as u128);
+        b.add(
+            "the GPU run's host side (counts, trace copies, results)",
+            plan.host_bytes(shape),
+        );
+        if burn_in {
+            b.add("the burn-in's counts", 24 * batch);
+        }
     }
     b
 }

@@ -196,10 +196,11 @@ pub fn chains(
             ))
         })(),
         None => (|| {
-            let burnt;
+            let burnt_x;
             let mut burn_in_nonfinite = 0;
             let start = if burn_in > 0 {
-                burnt = cpu::run_chains(
+                // Only its final states are kept: its moments and counts go at once.
+                let burnt = cpu::run_chains(
                     &inputs.x,
                     shape,
                     &inputs.target,
@@ -215,7 +216,8 @@ pub fn chains(
                     },
                 )?;
                 burn_in_nonfinite = burnt.nonfinite.iter().sum();
-                &burnt.x
+                burnt_x = burnt.x;
+                &burnt_x
             } else {
                 &inputs.x
             };
@@ -347,7 +349,7 @@ pub fn warm_up(
             chains.x()?
         }
         None => {
-            let mut x = inputs.x.clone();
+            let mut x = fused_mh::host_memory::copied("the warm-up's states", &inputs.x)?;
             while done < steps {
                 let k = launch_steps(done);
                 let c = config(&adapt, &scaling)?;

@@ -165,9 +165,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         ..run_plan
     };
     let sizes = || format!("{} chains x {} dims", shape.batch(), shape.dim());
-    host_budget(shape, caller_noise, args.cpu, &run_plan)
-        .check_host()
-        .with_context(sizes)?;
+    let phases = (args.warmup > 0, args.burn_in > 0);
+    let host_memory = host_budget(shape, caller_noise, args.cpu, &run_plan, phases);
+    host_memory.check_host().with_context(sizes)?;
 
     let gpu = if args.cpu {
         None
@@ -284,6 +284,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         diagnostics: None,
         files: Vec::new(),
         digests: Default::default(),
+        host_memory_planned: u64::try_from(host_memory.total()).unwrap_or(u64::MAX),
+        host_memory_peak: None,
     };
     let (b, d) = (shape.batch(), shape.dim());
     // The final proposal (after a warm-up adapted it) against float32's reach: a warning.
@@ -430,6 +432,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     };
     summary.files.push(SUMMARY.into());
     summary.seconds = started.elapsed().as_secs_f64();
+    summary.host_memory_peak = crate::budget::peak_resident_memory();
     out.write_text(SUMMARY, &serde_json::to_string_pretty(&summary)?)?;
     let files: Vec<&str> = summary.files.iter().map(String::as_str).collect();
     let dest = out.commit(&files)?;

@@ -87,6 +87,14 @@ pub struct Summary {
     /// `--resume` checks the files it reads against them ([`Resume::open`]).
     #[serde(default)]
     pub digests: BTreeMap<String, String>,
+    /// The host memory the run planned for (bytes): what it checked against the free memory
+    /// before it started (`budgets::host_budget`).
+    #[serde(default)]
+    pub host_memory_planned: u64,
+    /// The peak resident memory of the process (bytes) when the summary was written (after
+    /// the run and its outputs); absent where the system does not say.
+    #[serde(default)]
+    pub host_memory_peak: Option<u64>,
 }
 
 /// What `--warmup` did: its steps and target, the step size it started from (`step_size` is

@@ -653,7 +653,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(hostile::trials());
     trials.extend(convergence::trials(gpu));
     trials.extend(options::trials());
-    trials.extend(memory::trials());
+    trials.extend(memory::trials(gpu));
     trials.extend(leftovers::trials());
     trials.extend(resume_checks::trials());
     trials.extend(special_files::trials());
