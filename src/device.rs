@@ -23,15 +23,15 @@ use fused_mh_kernel::philox::{Ctr, Key};
 
 use crate::dispatch::{self, Launch, Randomness};
 use crate::error::{Error, Result};
-use crate::problem::{
-    Shape, StepConfig, Target, check_len, check_noise, check_step_size, check_target_dim,
-};
+use crate::problem::{Shape, StepConfig, Target, check_len, check_noise, check_step_size};
 use crate::{PTX_MODULES, PtxModule};
 
+mod buffers;
 mod chain;
 mod diagnostics;
 mod external;
 mod stats;
+pub use buffers::{DeviceChains, DeviceNoise, DeviceTarget};
 pub use chain::{MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk};
 pub use external::{Borrowed, BorrowedDraws, BorrowedStep};
 pub use stats::{COUNT_FOLD_STEPS, ChainStats};
@@ -435,98 +435,4 @@ fn download<T: DeviceRepr + Clone + Default>(
 
 fn oom_or(e: DriverError, what: &'static str, bytes: usize) -> Error {
     Error::from_allocation(e, what, bytes)
-}
-
-/// A batch of chains on the GPU.
-///
-/// Two state buffers take turns: a step reads one and writes the other, then they swap, so a
-/// step never reads what it is writing. The step counter (which Philox counter the next
-/// in-kernel step uses) lives here, so consecutive steps continue one random stream.
-pub struct DeviceChains {
-    x: CudaSlice<f32>,
-    x_next: CudaSlice<f32>,
-    accepted: CudaSlice<u8>,
-    shape: Shape,
-    step: u64,
-}
-
-impl DeviceChains {
-    fn swap(&mut self) {
-        std::mem::swap(&mut self.x, &mut self.x_next);
-    }
-
-    /// The batch's shape.
-    pub fn shape(&self) -> Shape {
-        self.shape
-    }
-
-    /// The counter the next in-kernel-RNG step will use (steps taken so far, unless set).
-    pub fn step_counter(&self) -> u64 {
-        self.step
-    }
-
-    /// Sets the step counter, e.g. to resume a stream or to replay a step.
-    pub fn set_step_counter(&mut self, step: u64) {
-        self.step = step;
-    }
-
-    /// Copies the current states back to the host (waits for queued work).
-    pub fn x(&self) -> Result<Vec<f32>> {
-        download(self.x.stream(), "states", &self.x)
-    }
-
-    /// Copies the states of the first `rows` chains back to the host, `[rows, dim]` (at most
-    /// the batch; waits for queued work).
-    pub fn x_rows(&self, rows: usize) -> Result<Vec<f32>> {
-        let len = rows.min(self.shape.batch()) * self.shape.dim();
-        download(self.x.stream(), "states", &self.x.slice(..len))
-    }
-
-    /// Copies the last step's acceptance flags back to the host (waits for queued work).
-    pub fn accepted(&self) -> Result<Vec<bool>> {
-        let flags = self.accepted_flags()?;
-        crate::host_memory::collected("acceptance flags", flags.iter().map(|&a| a != 0))
-    }
-
-    /// The acceptance flags as the kernel wrote them: one byte per chain, 1 if it moved, 0 if
-    /// not (anything else means the byte was never written; see [`Self::poison_outputs`]).
-    pub fn accepted_flags(&self) -> Result<Vec<u8>> {
-        download(self.accepted.stream(), "acceptance flags", &self.accepted)
-    }
-
-    /// Fills the buffers the next step will write — the next state and the acceptance flags —
-    /// with `x_value` and `accepted_value`. A debugging aid: poison them (e.g. NaN and 0xAA)
-    /// and any element a kernel fails to write shows up in the result.
-    pub fn poison_outputs(&mut self, x_value: f32, accepted_value: u8) -> Result<()> {
-        let stream = self.x_next.stream().clone();
-        let x = crate::host_memory::filled("poison", self.shape.len(), x_value)?;
-        stream.memcpy_htod(&x, &mut self.x_next)?;
-        let flags = crate::host_memory::filled("poison", self.shape.batch(), accepted_value)?;
-        stream.memcpy_htod(&flags, &mut self.accepted)?;
-        Ok(())
-    }
-}
-
-/// A target on the GPU: `mu[dim]` and `inv_var[dim] = 1 / sigma^2`.
-pub struct DeviceTarget {
-    mu: CudaSlice<f32>,
-    inv_var: CudaSlice<f32>,
-    /// The two buffers' device addresses, for launches on another library's stream
-    /// ([`Gpu::step_borrowed`]): the target is never written after its upload, so those need
-    /// no ordering with this library's stream beyond the upload's.
-    addresses: (u64, u64),
-    dim: usize,
-}
-
-impl DeviceTarget {
-    fn check_shape(&self, shape: Shape) -> Result<()> {
-        check_target_dim(self.dim, shape)
-    }
-}
-
-/// Caller random numbers for one step, on the GPU.
-pub struct DeviceNoise {
-    noise: CudaSlice<f32>,
-    uniform: CudaSlice<f32>,
-    shape: Shape,
 }

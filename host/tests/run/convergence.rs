@@ -6,7 +6,7 @@ use std::fs;
 
 use libtest_mimic::{Failed, Trial};
 
-use super::common::{check_ok, expect_code, host, load, save, scratch};
+use crate::common::{check_ok, expect_code, host, load, problem, save, scratch};
 
 fn summary(dir: &std::path::Path, out: &str) -> Result<serde_json::Value, Failed> {
     Ok(serde_json::from_str(&fs::read_to_string(
@@ -168,6 +168,66 @@ fn nonfinite_diagnostics_resume() -> Result<(), Failed> {
     Ok(())
 }
 
+/// `--step-size 1e30`: every proposal's terms pass float32's range, so every step of every
+/// chain has a non-finite log alpha: nonfinite_count.npy holds the steps for each chain, the
+/// summary the total and the chains, the report a warning; the chains never move. A run with a
+/// sane step size counts zero and warns of nothing.
+fn nonfinite_steps_are_reported(on_gpu: bool) -> Result<(), Failed> {
+    let dir = scratch(if on_gpu {
+        "nonfinite-gpu"
+    } else {
+        "nonfinite-cpu"
+    });
+    problem(&dir, 40, 6);
+    for (step, want) in [("1e30", 30u64), ("0.3", 0)] {
+        let mut args = vec![
+            "--init",
+            "x0.npy",
+            "--steps",
+            "30",
+            "--steps-per-launch",
+            "7",
+            "--burn-in",
+            "5",
+            "--step-size",
+            step,
+            "--out",
+            "o",
+            "--force",
+        ];
+        if !on_gpu {
+            args.push("--cpu");
+        }
+        let out = host(&dir, &args);
+        check_ok(&out)?;
+        let (shape, counts) = load::<u64>(&dir.join("o/nonfinite_count.npy"));
+        if shape != [40] || counts.iter().any(|&c| c != want) {
+            return Err(format!("--step-size {step}: counts {counts:?}, not {want} each").into());
+        }
+        let summary: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(dir.join("o/summary.json"))?)?;
+        let n = &summary["nonfinite"];
+        let chains = if want > 0 { 40 } else { 0 };
+        if n["total"] != 40 * want
+            || n["chains"] != chains
+            || n["before_statistics"] != 40 * want / 6
+        {
+            return Err(format!("--step-size {step}: summary {n}").into());
+        }
+        let warned = String::from_utf8_lossy(&out.stdout).contains("non-finite log alpha");
+        if warned != (want > 0) {
+            return Err(format!("--step-size {step}: warning printed: {warned}").into());
+        }
+        let (_, x0) = load::<f32>(&dir.join("x0.npy"));
+        let (_, x) = load::<f32>(&dir.join("o/x.npy"));
+        if want > 0 && x0.iter().zip(&x).any(|(a, b)| a.to_bits() != b.to_bits()) {
+            return Err("chains moved with non-finite proposals".into());
+        }
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
 /// Chains started at 10^8 for a target at 0 (the target's own floats are fine, so the run is
 /// not refused; its states are not): with a step size of 0.5 against a float spacing of 8 every
 /// proposal rounds back to the state (it would take a normal beyond 8), every step is a
@@ -207,6 +267,13 @@ fn null_moves_are_counted_and_warned(on_gpu: bool) -> Result<(), Failed> {
 /// This file's tests (the GPU ones reported as ignored without a GPU).
 pub fn trials(gpu: bool) -> Vec<Trial> {
     vec![
+        Trial::test("nonfinite_steps_are_reported_cpu", || {
+            nonfinite_steps_are_reported(false)
+        }),
+        Trial::test("nonfinite_steps_are_reported_gpu", || {
+            nonfinite_steps_are_reported(true)
+        })
+        .with_ignored_flag(!gpu),
         Trial::test("convergence::null_moves_are_counted_and_warned_cpu", || {
             null_moves_are_counted_and_warned(false)
         }),

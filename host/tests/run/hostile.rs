@@ -1,5 +1,6 @@
 //! `host run` under hostile but realistic use: bad files, impossible sizes, dangerous output
-//! directories, closed streams, signals, and the benchmark's options.
+//! directories, closed streams (signals are in `leftovers.rs`, the benchmark's options in
+//! `options.rs`).
 //!
 //! Every refusal is checked the same way ([`crate::common::refused`]): the exact exit code (1 for an error,
 //! 2 for a usage error found by the option parser), a message that names the file or option
@@ -9,14 +10,11 @@
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::thread::sleep;
-use std::time::{Duration, Instant};
 
 use libtest_mimic::{Failed, Trial};
 
 use crate::common::{
-    check_ok, expect_code, handmade, host, host_exe, leftovers, load, problem, program, refused,
-    save, scratch, snapshot,
+    check_ok, expect_code, handmade, host, host_exe, load, problem, refused, save, scratch,
 };
 
 /// A float32 `.npy` of `[rows, cols]` equal to `fill`, with `value` at `[row, col]`.
@@ -481,119 +479,6 @@ fn closed_and_full_streams() -> Result<(), Failed> {
     Ok(())
 }
 
-/// SIGTERM and SIGINT during a run: the shell's exit code for the signal, and nothing left.
-fn signals_leave_nothing() -> Result<(), Failed> {
-    for (signal, code) in [("TERM", 143), ("INT", 130), ("QUIT", 131)] {
-        let dir = scratch(&format!("signal-{signal}"));
-        let mut child = Command::new(host_exe())
-            .current_dir(&dir)
-            .args([
-                "run",
-                "--cpu",
-                "--batch",
-                "64",
-                "--dim",
-                "64",
-                "--steps",
-                "100000000",
-            ])
-            .args(["--thin", "1000", "--out", "out"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        // Wait until the run has staged its directory (and so is sampling).
-        let start = Instant::now();
-        while leftovers(&dir).is_empty() {
-            if start.elapsed() > Duration::from_secs(30) {
-                child.kill().ok();
-                return Err("the run never created its staging directory".into());
-            }
-            sleep(Duration::from_millis(20));
-        }
-        sleep(Duration::from_millis(200));
-        let pid = child.id().to_string();
-        check_ok(&Command::new("kill").args(["-s", signal, &pid]).output()?)?;
-        let out = child.wait_with_output()?;
-        expect_code(&out, code, &format!("SIG{signal}"))?;
-        let left = snapshot(&dir);
-        if !left.is_empty() {
-            return Err(format!("SIG{signal} left {:?}", left.keys().collect::<Vec<_>>()).into());
-        }
-        fs::remove_dir_all(&dir).ok();
-    }
-    Ok(())
-}
-
-/// The benchmark's options: sizes named and checked before anything runs, `--json` checked
-/// before the benchmark and never left empty or written over a file it did not write.
-fn benchmark_options() -> Result<(), Failed> {
-    let dir = scratch("bench");
-    fs::write(dir.join("notes.json"), "{\"mine\": true}")?;
-    let cases: &[(&[&str], i32, &str)] = &[
-        (&["--sizes", "0x64"], 2, "invalid value '0x64' for '--sizes"),
-        (&["--sizes", "64"], 2, "'--sizes"),
-        (
-            &["--sizes", "1000000000x1000000000"],
-            1,
-            "--sizes 1000000000x1000000000: needs",
-        ),
-        (
-            &["--quick", "--json", "missing/r.json"],
-            1,
-            "--json missing/r.json: cannot create",
-        ),
-        (
-            &["--quick", "--json", "notes.json"],
-            1,
-            "--json notes.json exists and is not a report",
-        ),
-    ];
-    for (args, code, message) in cases {
-        let before = snapshot(&dir);
-        let out = program(&dir, args);
-        let stderr = expect_code(&out, *code, &format!("{args:?}"))?;
-        if !stderr.contains(message) || snapshot(&dir) != before {
-            return Err(
-                format!("{args:?}: {stderr:?} (expected {message:?}, nothing written)").into(),
-            );
-        }
-    }
-    // A small real run writes its report, and may replace its own report.
-    for _ in 0..2 {
-        let out = program(
-            &dir,
-            &[
-                "--sizes",
-                "64x4",
-                "--mode",
-                "rng",
-                "--reps",
-                "2",
-                "--warmup",
-                "1",
-                "--back-to-back",
-                "2",
-                "--quick",
-                "--json",
-                "r.json",
-            ],
-        );
-        expect_code(&out, 0, "the benchmark with --json")?;
-        let report: serde_json::Value =
-            serde_json::from_str(&fs::read_to_string(dir.join("r.json"))?)?;
-        if report["rows"][0]["batch"] != 64 {
-            return Err(format!("r.json: {report}").into());
-        }
-    }
-    if !leftovers(&dir).is_empty()
-        || fs::read_to_string(dir.join("notes.json"))? != "{\"mine\": true}"
-    {
-        return Err("the benchmark left files or touched notes.json".into());
-    }
-    fs::remove_dir_all(&dir).ok();
-    Ok(())
-}
-
 /// This file's tests (all on the CPU).
 pub fn trials() -> Vec<Trial> {
     vec![
@@ -602,7 +487,5 @@ pub fn trials() -> Vec<Trial> {
         Trial::test("hostile::dangerous_outputs", dangerous_outputs),
         Trial::test("hostile::outputs_replaced_safely", outputs_replaced_safely),
         Trial::test("hostile::closed_and_full_streams", closed_and_full_streams),
-        Trial::test("hostile::signals_leave_nothing", signals_leave_nothing),
-        Trial::test("hostile::benchmark_options", benchmark_options),
     ]
 }

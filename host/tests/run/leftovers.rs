@@ -1,7 +1,8 @@
-//! What a killed job leaves, and the modes of what a job writes (issue 19): SIGKILL cannot be
-//! caught, so the next job clears a dead job's staging directory (its lock is free), reports
-//! complete results it must not remove, and leaves a live job's alone; outputs get the modes
-//! of the user's umask, not a temporary file's private ones.
+//! What a stopped or killed job leaves, and the modes of what a job writes: SIGINT, SIGTERM
+//! and SIGQUIT leave nothing; SIGKILL cannot be caught, so the next job clears a dead job's
+//! staging directory (its lock is free), reports complete results it must not remove, and
+//! leaves a live job's alone; outputs get the modes of the user's umask, not a temporary
+//! file's private ones.
 
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;
@@ -12,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use libtest_mimic::{Failed, Trial};
 
-use crate::common::{check_ok, expect_code, host, host_exe, leftovers, scratch};
+use crate::common::{check_ok, expect_code, host, host_exe, leftovers, scratch, snapshot};
 
 /// Sets the modification time of the directory `path` an hour back (older than the grace a
 /// new job has to take its lock).
@@ -146,9 +147,53 @@ fn outputs_follow_the_umask() -> Result<(), Failed> {
     Ok(())
 }
 
+/// SIGTERM and SIGINT during a run: the shell's exit code for the signal, and nothing left.
+fn signals_leave_nothing() -> Result<(), Failed> {
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("QUIT", 131)] {
+        let dir = scratch(&format!("signal-{signal}"));
+        let mut child = Command::new(host_exe())
+            .current_dir(&dir)
+            .args([
+                "run",
+                "--cpu",
+                "--batch",
+                "64",
+                "--dim",
+                "64",
+                "--steps",
+                "100000000",
+            ])
+            .args(["--thin", "1000", "--out", "out"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        // Wait until the run has staged its directory (and so is sampling).
+        let start = Instant::now();
+        while leftovers(&dir).is_empty() {
+            if start.elapsed() > Duration::from_secs(30) {
+                child.kill().ok();
+                return Err("the run never created its staging directory".into());
+            }
+            sleep(Duration::from_millis(20));
+        }
+        sleep(Duration::from_millis(200));
+        let pid = child.id().to_string();
+        check_ok(&Command::new("kill").args(["-s", signal, &pid]).output()?)?;
+        let out = child.wait_with_output()?;
+        expect_code(&out, code, &format!("SIG{signal}"))?;
+        let left = snapshot(&dir);
+        if !left.is_empty() {
+            return Err(format!("SIG{signal} left {:?}", left.keys().collect::<Vec<_>>()).into());
+        }
+        fs::remove_dir_all(&dir).ok();
+    }
+    Ok(())
+}
+
 /// This file's tests (all on the CPU).
 pub fn trials() -> Vec<Trial> {
     vec![
+        Trial::test("leftovers::signals_leave_nothing", signals_leave_nothing),
         Trial::test(
             "leftovers::killed_runs_are_cleared",
             killed_runs_are_cleared,

@@ -4,7 +4,9 @@ use std::fs;
 
 use libtest_mimic::{Failed, Trial};
 
-use super::common::{check_ok, expect_code, host, load, problem, refused, scratch};
+use crate::common::{
+    check_ok, expect_code, host, leftovers, load, problem, program, refused, scratch, snapshot,
+};
 
 /// Negative numbers are values of the numeric options (`--mu -1`), not unknown options: the
 /// run takes `--mu -1`, and refuses `--sigma -1` and `--step-size -0.5` with their own
@@ -78,6 +80,76 @@ fn ignored_options_are_refused() -> Result<(), Failed> {
     Ok(())
 }
 
+/// The benchmark's options: sizes named and checked before anything runs, `--json` checked
+/// before the benchmark and never left empty or written over a file it did not write.
+fn benchmark_options() -> Result<(), Failed> {
+    let dir = scratch("bench");
+    fs::write(dir.join("notes.json"), "{\"mine\": true}")?;
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&["--sizes", "0x64"], 2, "invalid value '0x64' for '--sizes"),
+        (&["--sizes", "64"], 2, "'--sizes"),
+        (
+            &["--sizes", "1000000000x1000000000"],
+            1,
+            "--sizes 1000000000x1000000000: needs",
+        ),
+        (
+            &["--quick", "--json", "missing/r.json"],
+            1,
+            "--json missing/r.json: cannot create",
+        ),
+        (
+            &["--quick", "--json", "notes.json"],
+            1,
+            "--json notes.json exists and is not a report",
+        ),
+    ];
+    for (args, code, message) in cases {
+        let before = snapshot(&dir);
+        let out = program(&dir, args);
+        let stderr = expect_code(&out, *code, &format!("{args:?}"))?;
+        if !stderr.contains(message) || snapshot(&dir) != before {
+            return Err(
+                format!("{args:?}: {stderr:?} (expected {message:?}, nothing written)").into(),
+            );
+        }
+    }
+    // A small real run writes its report, and may replace its own report.
+    for _ in 0..2 {
+        let out = program(
+            &dir,
+            &[
+                "--sizes",
+                "64x4",
+                "--mode",
+                "rng",
+                "--reps",
+                "2",
+                "--warmup",
+                "1",
+                "--back-to-back",
+                "2",
+                "--quick",
+                "--json",
+                "r.json",
+            ],
+        );
+        expect_code(&out, 0, "the benchmark with --json")?;
+        let report: serde_json::Value =
+            serde_json::from_str(&fs::read_to_string(dir.join("r.json"))?)?;
+        if report["rows"][0]["batch"] != 64 {
+            return Err(format!("r.json: {report}").into());
+        }
+    }
+    if !leftovers(&dir).is_empty()
+        || fs::read_to_string(dir.join("notes.json"))? != "{\"mine\": true}"
+    {
+        return Err("the benchmark left files or touched notes.json".into());
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
 /// This file's tests (all on the CPU).
 pub fn trials() -> Vec<Trial> {
     vec![
@@ -89,5 +161,6 @@ pub fn trials() -> Vec<Trial> {
             "options::ignored_options_are_refused",
             ignored_options_are_refused,
         ),
+        Trial::test("options::benchmark_options", benchmark_options),
     ]
 }
