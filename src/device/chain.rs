@@ -93,15 +93,24 @@ impl RunPlan {
     /// The host memory a GPU run of `shape` with this plan holds at its peak, in bytes, with
     /// the reading of its results: the statistics' 64-bit count totals (three per chain), and
     /// the larger of what the run copies back as it goes (a count fold, a trace chunk) and
-    /// what reading the results takes (the final states, both moment samples before they are
-    /// merged, the counts). The caller's own buffers (the initial states) are not included.
+    /// what reading the results takes, in `host run`'s order (the moment samples, merged, then
+    /// the final states; the counts). The caller's own buffers (the initial states) are not included.
     pub fn host_bytes(&self, shape: Shape) -> u128 {
         let (len, batch) = (shape.len() as u128, shape.batch() as u128);
         let totals = 3 * 8 * batch;
         let fold = 4 * batch;
         let during = fold + 4 * len * self.trace_slots(shape) as u128;
-        let samples = if self.diagnostics.is_some() { 2 } else { 1 };
-        let results = 4 * len + samples * 2 * 8 * len + 3 * 8 * batch + fold;
+        // Both moment samples come back only when the run ends between two boundaries of the
+        // split schedule; at a boundary (the end of `--steps`, an early stop) the first holds
+        // every draw.
+        let samples = match &self.diagnostics {
+            Some(d) if !d.schedule.is_boundary(self.steps) => 2,
+            _ => 1,
+        };
+        // The moments are read first (both samples at once, merged into the first), then the
+        // final states.
+        let sample = 2 * 8 * len;
+        let results = (samples * sample).max(sample + 4 * len) + 3 * 8 * batch + fold;
         totals + during.max(results)
     }
 }

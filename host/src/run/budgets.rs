@@ -8,7 +8,8 @@ use crate::budget::Budget;
 /// from the library's own account of what that phase allocates (`cpu::run_chains_bytes`,
 /// `RunPlan::host_bytes`, `cpu::step_output_bytes`). The phases run one after another: a
 /// warm-up (`warmup`) keeps its own copy of the states beside the inputs while it runs, and a
-/// burn-in (`burn_in`) hands its final states to the run, which holds them throughout.
+/// burn-in (`burn_in`) on the CPU hands its final states to the run, which holds them
+/// throughout (on the GPU they stay on the device, and its counts go before the run).
 pub fn host_budget(
     shape: Shape,
     caller_noise: bool,
@@ -35,9 +36,6 @@ pub fn host_budget(
             "the GPU run's host side (counts, trace copies, results)",
             plan.host_bytes(shape),
         );
-        if burn_in {
-            b.add("the burn-in's counts", 24 * batch);
-        }
     }
     b
 }
