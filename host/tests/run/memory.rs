@@ -134,7 +134,7 @@ fn planned_and_peak(
 /// leaves out is small (the diagnostics' per-dimension sums, the trace's write buffer), and an
 /// under-count of any large buffer (a burn-in's moments were 40 % of the peak, unplanned) is
 /// far outside. Never more than 12.5 % and 1 MiB below it: the plan is the peak, not a guess
-/// (measured on the CPU within 0.5 % on every plan; on the H200 within 2 %, except the
+/// (measured on the CPU within 0.9 % on every plan; on the H200 within 2 %, except the
 /// `--until-rhat` run that reads both moment samples back: 37.9 MB used of 41.2 planned, 8 %
 /// under, for a reason not yet found).
 /// On the GPU the same holds for the host side of the run (the driver's own memory is in the
