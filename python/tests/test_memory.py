@@ -2,6 +2,7 @@
 MemoryError, never aborts the interpreter or leaves the package broken. Each case runs a child
 interpreter under an address-space limit (`RLIMIT_AS`), from too little to enough."""
 
+import os
 import subprocess
 import sys
 
@@ -39,8 +40,11 @@ def test_short_memory_raises_memory_error_and_recovers(call):
     # limits step from below that to enough for the call (2M chains: tens of MB of buffers).
     outcomes = []
     for mib in range(100, 2000, 25):
+        # Two worker threads: their stacks take address space, so which limits fail would
+        # otherwise depend on the machine's core count.
+        env = {**os.environ, "RAYON_NUM_THREADS": "2"}
         done = subprocess.run(
-            [sys.executable, "-c", CHILD, str(mib), call], capture_output=True, text=True
+            [sys.executable, "-c", CHILD, str(mib), call], capture_output=True, text=True, env=env
         )
         if done.returncode != 0 and "MemoryError" in done.stderr and not done.stdout:
             # Too little even to import NumPy or make the input: not the package's call.

@@ -10,9 +10,11 @@ use libtest_mimic::{Failed, Trial};
 use crate::common::{host_exe, leftovers, scratch};
 
 /// `host run ARGS` in `dir` under `ulimit -v kib` (the shell sets the limit, then becomes the
-/// program).
+/// program), with two worker threads: every thread's stack takes address space, so the limits
+/// that fail and pass would otherwise depend on the machine's core count.
 fn host_limited(dir: &Path, kib: u64, args: &[&str]) -> Output {
     Command::new("sh")
+        .env("RAYON_NUM_THREADS", "2")
         .current_dir(dir)
         .arg("-c")
         .arg(format!("ulimit -v {kib} && exec \"$0\" run \"$@\""))
