@@ -28,7 +28,6 @@ tests)
   done
   ;;
 sanitize)
-  gpu_tests=$(ls .gpu/bin/test-test-gpu)
   # Small shapes of every kernel family: split (7x33, 4096x64), unsplit and staged target
   # (1000x100, 5x333), the stats-update path of long rows (3x1025), moments and trace, the
   # per-dimension scales (in registers, staged, the run's single steps) and the non-finite
@@ -43,14 +42,14 @@ sanitize)
     nonfinite_counts_are_exact::8x1030"
   # The diagnostics' kernels: the sums, the split halves' merge (rows in registers and the
   # long rows' stats update).
-  diag_tests=$(ls .gpu/bin/test-test-gpu_diagnostics)
   diag_cases="gpu_diagnostics_match_the_moments::512x70::m8
     split_diagnostics_match_the_trace::512x70::m8 split_diagnostics_match_the_trace::64x1030::m2"
   for tool in memcheck racecheck; do
     for c in $cases $diag_cases; do
       log="$out/sanitize-$tool-${c//:/_}.log"
-      binary=$gpu_tests
-      for d in $diag_cases; do [ "$d" = "$c" ] && binary=$diag_tests; done
+      # The GPU test binary that has this case (gpu, gpu_runs, gpu_diagnostics).
+      binary=$(for b in .gpu/bin/test-test-gpu*; do
+        "$b" --list 2>/dev/null | grep -qx "$c: test" && echo "$b"; done | head -1)
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$binary" --exact "$c" >"$log" 2>&1
       rc=$?
       echo "$tool $c: rc $rc, $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1), $(grep -cE '^test .* ok$' "$log") ok"

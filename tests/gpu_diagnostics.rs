@@ -1,11 +1,11 @@
 //! The convergence diagnostics on a real GPU: the reduction kernel against the host's formula
 //! on the same moments, the split statistics of a run against the split computed from its own
-//! trace, and the early stop. Reported as ignored without a GPU (libtest-mimic, as `gpu.rs`).
+//! trace, the early stop, and chains started far out reaching the target. Reported as ignored without a GPU (libtest-mimic, as `gpu.rs`).
 
 use std::process::ExitCode;
 
 use fused_mh::diagnostics::SplitSchedule;
-use fused_mh::{Gpu, Shape, StepConfig, Target};
+use fused_mh::{Shape, StepConfig, Target, cpu};
 use libtest_mimic::{Arguments, Failed, Trial};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -13,9 +13,7 @@ use rand_xorshift::XorShiftRng;
 
 mod support;
 
-fn open() -> Result<Gpu, Failed> {
-    Gpu::open(0).map_err(|e| format!("no GPU to run on: {e}").into())
-}
+use support::problems::open;
 
 /// A target (mu in [-2, 2], sigma in [0.5, 2]) and chains drawn 1.5 sigma wide around it.
 fn random_problem(batch: usize, dim: usize, seed: u64) -> (Shape, Vec<f32>, Target, f32) {
@@ -199,6 +197,86 @@ fn split_diagnostics_match_the_trace(batch: usize, dim: usize, m: usize) -> Resu
     Ok(())
 }
 
+/// Chains started far out (mu + 10 sigma) converge to the target: after burn-in, each
+/// dimension's mean over all chains and steps is within 5 standard errors of mu, the standard
+/// error from the spread of the chains' own means (the chains are independent, so each chain's
+/// mean is one batch mean: this accounts for autocorrelation), and the pooled variance is
+/// within 10 % of sigma^2. The acceptance rate over the run matches the CPU reference's
+/// (same random numbers) within 1 %.
+fn convergence() -> Result<(), Failed> {
+    let gpu = open()?;
+    let (batch, dim) = (4096, 8);
+    let shape = Shape::new(batch, dim)?;
+    let mu: Vec<f32> = (0..dim).map(|d| d as f32 * 0.75 - 2.0).collect();
+    let sigma: Vec<f32> = (0..dim).map(|d| 0.5 + 0.25 * d as f32).collect();
+    let target = Target::new(mu.clone(), sigma.clone())?;
+    let x: Vec<f32> = (0..shape.len())
+        .map(|i| mu[i % dim] + 10.0 * sigma[i % dim])
+        .collect();
+    // sigma spans 0.5 to 2.25: a step of about the smallest sigma accepts a fair share.
+    let config = StepConfig::new(0.6, 2024)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let (burn_in, steps) = (2_000u64, 8_000u64);
+    let mut burn = gpu.new_stats(shape, false)?;
+    let mut none = |_: &fused_mh::Progress<'_>| Ok(());
+    let mut no_trace = |_: fused_mh::TraceChunk<'_>| Ok(());
+    let plan = fused_mh::RunPlan::new(burn_in, 500);
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut burn,
+        &mut none,
+        &mut no_trace,
+    )?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let plan = fused_mh::RunPlan::new(steps, 1000);
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut stats,
+        &mut none,
+        &mut no_trace,
+    )?;
+    let (means, vars) = (
+        stats.means()?.ok_or("no means")?,
+        stats.variances()?.ok_or("no variances")?,
+    );
+    for d in 0..dim {
+        let chain_means: Vec<f64> = (0..batch).map(|c| means[c * dim + d]).collect();
+        let pooled = chain_means.iter().sum::<f64>() / batch as f64;
+        let spread = chain_means
+            .iter()
+            .map(|m| (m - pooled).powi(2))
+            .sum::<f64>()
+            / (batch - 1) as f64;
+        let se = (spread / batch as f64).sqrt();
+        let within = (0..batch).map(|c| vars[c * dim + d]).sum::<f64>() / batch as f64;
+        let total_var = within + spread * (batch - 1) as f64 / batch as f64;
+        let want_var = f64::from(sigma[d]).powi(2);
+        if (pooled - f64::from(mu[d])).abs() > 5.0 * se {
+            return Err(format!("dim {d}: mean {pooled} vs mu {} (se {se})", mu[d]).into());
+        }
+        if (total_var / want_var - 1.0).abs() > 0.10 {
+            return Err(format!("dim {d}: variance {total_var} vs sigma^2 {want_var}").into());
+        }
+    }
+    let gpu_rate = stats.acceptance_rate()?;
+    let (_, counts) = cpu::steps(&x, shape, &target, &config, 0, burn_in + steps)?;
+    let (_, burn_counts) = cpu::steps(&x, shape, &target, &config, 0, burn_in)?;
+    let accepted: u64 = counts.iter().zip(&burn_counts).map(|(&a, &b)| a - b).sum();
+    let cpu_rate = accepted as f64 / (steps as f64 * batch as f64);
+    if (gpu_rate / cpu_rate - 1.0).abs() > 0.01 {
+        return Err(format!("acceptance rate {gpu_rate} on the GPU, {cpu_rate} on the CPU").into());
+    }
+    eprintln!("convergence: acceptance rate GPU {gpu_rate:.5}, CPU {cpu_rate:.5}");
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let gpu_present = support::gpu_present("GPU diagnostics tests");
@@ -216,6 +294,7 @@ fn main() -> ExitCode {
             Box::new(move || split_diagnostics_match_the_trace(batch, dim, m)),
         ));
     }
+    trials.push(gpu_test("convergence".into(), Box::new(convergence)));
     trials.push(gpu_test(
         "early_stop_equals_the_shorter_run".into(),
         Box::new(early_stop_equals_the_shorter_run),

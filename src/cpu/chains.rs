@@ -1,6 +1,6 @@
 //! Many steps on the CPU with the statistics of a GPU run: the twin of `Gpu::run`.
 
-use super::{Decision, Proposal, check_step, philox, step_into};
+use super::{Proposal, StepBuffers, check_step, philox, step_into};
 use crate::diagnostics::SplitMoments;
 use crate::error::Result;
 use crate::host_memory;
@@ -62,8 +62,7 @@ pub fn run_chains(
     };
     check_step(&x, shape, target, proposal)?;
     // The step's buffers, written by each step in turn (the next states swap with `x`).
-    let mut x_new = host_memory::filled("x_new", shape.len(), 0.0f32)?;
-    let mut decisions = host_memory::filled("decisions", shape.batch(), Decision::default())?;
+    let mut out = StepBuffers::new(shape)?;
     let mut accepted = host_memory::filled("accepted counts", shape.batch(), 0u64)?;
     let mut nonfinite = host_memory::filled("non-finite counts", shape.batch(), 0u64)?;
     let mut null_moves = host_memory::filled("null-move counts", shape.batch(), 0u64)?;
@@ -72,27 +71,18 @@ pub fn run_chains(
     while done < steps {
         let step = first_step + done;
         let draws = philox(config, step);
-        step_into(
-            &x,
-            shape,
-            target,
-            proposal,
-            draws,
-            true,
-            &mut x_new,
-            &mut decisions,
-        )?;
+        step_into(&x, shape, target, proposal, draws, true, &mut out)?;
         for (((a, c), n), d) in accepted
             .iter_mut()
             .zip(&mut nonfinite)
             .zip(&mut null_moves)
-            .zip(&decisions)
+            .zip(&out.decisions)
         {
             *a += u64::from(d.accepted);
             *c += u64::from(!fused_mh_kernel::mh::is_finite(d.log_alpha));
             *n += u64::from(d.log_alpha == 0.0);
         }
-        std::mem::swap(&mut x, &mut x_new);
+        std::mem::swap(&mut x, &mut out.x_new);
         moments.push(&x)?;
         done += 1;
         if thin > 0 && done % thin == 0 {
@@ -142,7 +132,7 @@ pub fn run_chains_bytes(shape: Shape) -> u128 {
     let states = 4 * len;
     let moments = 2 * 2 * 8 * len;
     let counts = 3 * 8 * batch;
-    states + super::step_buffer_bytes(shape) + moments + counts
+    states + StepBuffers::bytes(shape) + moments + counts
 }
 
 /// Checks that a run of `steps` steps from step counter `first_step` has a step to run and

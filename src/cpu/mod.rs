@@ -178,12 +178,28 @@ pub fn par_step_with_noise(
 /// from (allocated together).
 pub fn step_output_bytes(shape: Shape) -> u128 {
     let per_chain = size_of::<bool>() + 2 * size_of::<f32>();
-    step_buffer_bytes(shape) + per_chain as u128 * shape.batch() as u128
+    StepBuffers::bytes(shape) + per_chain as u128 * shape.batch() as u128
 }
 
-/// The buffers a step writes: the next states and each row's decision ([`step_into`]).
-fn step_buffer_bytes(shape: Shape) -> u128 {
-    4 * shape.len() as u128 + size_of::<Decision>() as u128 * shape.batch() as u128
+/// The buffers a step writes ([`step_into`]): the next states `x_new[batch * dim]` and each
+/// row's decision. A run allocates them once and reuses them for every step.
+struct StepBuffers {
+    x_new: Vec<f32>,
+    decisions: Vec<Decision>,
+}
+
+impl StepBuffers {
+    fn new(shape: Shape) -> Result<Self> {
+        Ok(Self {
+            x_new: host_memory::filled("x_new", shape.len(), 0.0f32)?,
+            decisions: host_memory::filled("decisions", shape.batch(), Decision::default())?,
+        })
+    }
+
+    /// Their size, in bytes.
+    fn bytes(shape: Shape) -> u128 {
+        4 * shape.len() as u128 + size_of::<Decision>() as u128 * shape.batch() as u128
+    }
 }
 
 /// A row's decision and the numbers behind it.
@@ -203,23 +219,14 @@ fn run(
     parallel: bool,
 ) -> Result<StepOutput> {
     check_step(x, shape, target, proposal)?;
-    let mut x_new = host_memory::filled("x_new", shape.len(), 0.0f32)?;
-    let mut decisions = host_memory::filled("decisions", shape.batch(), Decision::default())?;
-    step_into(
-        x,
-        shape,
-        target,
-        proposal,
-        draws,
-        parallel,
-        &mut x_new,
-        &mut decisions,
-    )?;
+    let mut out = StepBuffers::new(shape)?;
+    step_into(x, shape, target, proposal, draws, parallel, &mut out)?;
+    let decisions = &out.decisions;
     Ok(StepOutput {
-        x_new,
         accepted: host_memory::collected("decisions", decisions.iter().map(|d| d.accepted))?,
         log_alpha: host_memory::collected("log alphas", decisions.iter().map(|d| d.log_alpha))?,
         log_u: host_memory::collected("log uniforms", decisions.iter().map(|d| d.log_u))?,
+        x_new: out.x_new,
     })
 }
 
@@ -234,9 +241,8 @@ fn check_step(x: &[f32], shape: Shape, target: &Target, proposal: Proposal) -> R
     }
 }
 
-/// One step of every row into buffers the caller owns (a run reuses them): the next states
-/// `x_new[batch * dim]` and each row's decision. The shapes are checked by the callers.
-#[allow(clippy::too_many_arguments)]
+/// One step of every row into buffers the caller owns ([`StepBuffers`], made for `shape`).
+/// The inputs' shapes are checked by the callers ([`check_step`]).
 fn step_into(
     x: &[f32],
     shape: Shape,
@@ -244,10 +250,10 @@ fn step_into(
     proposal: Proposal,
     draws: Draws,
     parallel: bool,
-    x_new: &mut [f32],
-    decisions: &mut [Decision],
+    out: &mut StepBuffers,
 ) -> Result<()> {
     let dim = shape.dim();
+    let StepBuffers { x_new, decisions } = out;
     let one_row = |(row, (out, decision)): (usize, (&mut [f32], &mut Decision))| {
         *decision = row_step(
             &x[row * dim..(row + 1) * dim],

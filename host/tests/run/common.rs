@@ -102,6 +102,21 @@ pub fn check_ok(out: &Output) -> Result<(), Failed> {
     }
 }
 
+/// The smallest real benchmark: one 64 x 4 configuration in one mode, two repetitions.
+pub const SMALL_BENCHMARK: [&str; 11] = [
+    "--sizes",
+    "64x4",
+    "--mode",
+    "rng",
+    "--reps",
+    "2",
+    "--warmup",
+    "1",
+    "--back-to-back",
+    "2",
+    "--quick",
+];
+
 /// `host` with other arguments than `run` (the benchmark), in `dir`.
 pub fn program(dir: &Path, args: &[&str]) -> Output {
     Command::new(host_exe())

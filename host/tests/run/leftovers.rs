@@ -7,13 +7,46 @@
 use std::fs::{self, File};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime};
 
 use libtest_mimic::{Failed, Trial};
 
-use crate::common::{check_ok, expect_code, host, host_exe, leftovers, scratch, snapshot};
+use crate::common::{
+    SMALL_BENCHMARK, check_ok, expect_code, host, host_exe, leftovers, scratch, snapshot,
+};
+
+/// A long run (10^8 steps, a trace) started in `dir`, once it has staged its output directory
+/// and so is sampling; its standard error is piped.
+fn sampling(dir: &Path) -> Result<Child, Failed> {
+    let mut child = Command::new(host_exe())
+        .current_dir(dir)
+        .args([
+            "run",
+            "--cpu",
+            "--batch",
+            "64",
+            "--dim",
+            "64",
+            "--steps",
+            "100000000",
+        ])
+        .args(["--thin", "1000", "--out", "out"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let start = Instant::now();
+    while leftovers(dir).is_empty() {
+        if start.elapsed() > Duration::from_secs(30) {
+            child.kill().ok();
+            return Err("the run never created its staging directory".into());
+        }
+        sleep(Duration::from_millis(20));
+    }
+    sleep(Duration::from_millis(200));
+    Ok(child)
+}
 
 /// Sets the modification time of the directory `path` an hour back (older than the grace a
 /// new job has to take its lock).
@@ -29,31 +62,7 @@ fn age(path: &Path) -> Result<(), Failed> {
 /// old.
 fn killed_runs_are_cleared() -> Result<(), Failed> {
     let dir = scratch("sigkill");
-    let mut child = Command::new(host_exe())
-        .current_dir(&dir)
-        .args([
-            "run",
-            "--cpu",
-            "--batch",
-            "64",
-            "--dim",
-            "64",
-            "--steps",
-            "100000000",
-        ])
-        .args(["--thin", "1000", "--out", "out"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?;
-    let start = Instant::now();
-    while leftovers(&dir).is_empty() {
-        if start.elapsed() > Duration::from_secs(30) {
-            child.kill().ok();
-            return Err("the run never created its staging directory".into());
-        }
-        sleep(Duration::from_millis(20));
-    }
-    sleep(Duration::from_millis(200));
+    let mut child = sampling(&dir)?;
     child.kill()?; // SIGKILL
     child.wait()?;
     let dead = leftovers(&dir);
@@ -111,21 +120,7 @@ fn outputs_follow_the_umask() -> Result<(), Failed> {
         "run", "--cpu", "--batch", "2", "--dim", "2", "--steps", "2", "--out", "o",
     ])?;
     expect_code(&out, 0, "host run under umask 022")?;
-    let report = [
-        "--sizes",
-        "64x4",
-        "--mode",
-        "rng",
-        "--reps",
-        "2",
-        "--warmup",
-        "1",
-        "--back-to-back",
-        "2",
-        "--quick",
-        "--json",
-        "r.json",
-    ];
+    let report = [&SMALL_BENCHMARK[..], &["--json", "r.json"]].concat();
     expect_code(&under_umask(&report)?, 0, "the benchmark under umask 022")?;
     let mode = |p: &Path| fs::metadata(p).map(|m| m.permissions().mode() & 0o777);
     let mut wrong = Vec::new();
@@ -151,32 +146,7 @@ fn outputs_follow_the_umask() -> Result<(), Failed> {
 fn signals_leave_nothing() -> Result<(), Failed> {
     for (signal, code) in [("TERM", 143), ("INT", 130), ("QUIT", 131)] {
         let dir = scratch(&format!("signal-{signal}"));
-        let mut child = Command::new(host_exe())
-            .current_dir(&dir)
-            .args([
-                "run",
-                "--cpu",
-                "--batch",
-                "64",
-                "--dim",
-                "64",
-                "--steps",
-                "100000000",
-            ])
-            .args(["--thin", "1000", "--out", "out"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()?;
-        // Wait until the run has staged its directory (and so is sampling).
-        let start = Instant::now();
-        while leftovers(&dir).is_empty() {
-            if start.elapsed() > Duration::from_secs(30) {
-                child.kill().ok();
-                return Err("the run never created its staging directory".into());
-            }
-            sleep(Duration::from_millis(20));
-        }
-        sleep(Duration::from_millis(200));
+        let child = sampling(&dir)?;
         let pid = child.id().to_string();
         check_ok(&Command::new("kill").args(["-s", signal, &pid]).output()?)?;
         let out = child.wait_with_output()?;

@@ -5,7 +5,8 @@ use std::fs;
 use libtest_mimic::{Failed, Trial};
 
 use crate::common::{
-    check_ok, expect_code, host, leftovers, load, problem, program, refused, scratch, snapshot,
+    SMALL_BENCHMARK, check_ok, expect_code, host, leftovers, load, problem, program, refused,
+    scratch, snapshot,
 };
 
 /// Negative numbers are values of the numeric options (`--mu -1`), not unknown options: the
@@ -118,21 +119,7 @@ fn benchmark_options() -> Result<(), Failed> {
     for _ in 0..2 {
         let out = program(
             &dir,
-            &[
-                "--sizes",
-                "64x4",
-                "--mode",
-                "rng",
-                "--reps",
-                "2",
-                "--warmup",
-                "1",
-                "--back-to-back",
-                "2",
-                "--quick",
-                "--json",
-                "r.json",
-            ],
+            &[&SMALL_BENCHMARK[..], &["--json", "r.json"]].concat(),
         );
         expect_code(&out, 0, "the benchmark with --json")?;
         let report: serde_json::Value =

@@ -1,0 +1,441 @@
+//! The fused K-step run on a real GPU: K fused steps against K single steps and the CPU
+//! reference, the per-dimension scales, the non-finite counts, the moments and the trace
+//! against two passes over the trace. A `harness = false` test like `gpu.rs`: without a GPU
+//! every test reports ignored.
+
+use std::process::ExitCode;
+
+use fused_mh::{Gpu, Shape, StepConfig, Target, cpu};
+use libtest_mimic::{Arguments, Failed, Trial};
+use rand::Rng;
+
+mod support;
+
+use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng};
+
+const FUSED_CASES: [(usize, usize, u32); 9] = [
+    (1, 1, 1),
+    (7, 33, 5),
+    (4096, 64, 20),
+    (1000, 100, 3),
+    (5, 333, 7),
+    (256, 1000, 4),
+    (3, 1025, 3),
+    (40000, 64, 3),
+    (70000, 30, 2),
+];
+
+/// K fused steps against K single-step launches (bit-identical states, equal acceptance
+/// counts) and against K steps of the CPU reference.
+fn fused_equals_single_steps(batch: usize, dim: usize, k: u32) -> Result<(), Failed> {
+    let gpu = open()?;
+    let seed = (batch * 31 + dim * 7 + k as usize) as u64;
+    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
+    let config = StepConfig::new(step_size, seed ^ 0xfeed)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let first_step = (1u64 << 32) - 2; // crosses the 32-bit boundary of the step counter
+
+    let mut fused = gpu.upload_chains(&x, shape)?;
+    fused.set_step_counter(first_step);
+    let mut stats = gpu.new_stats(shape, false)?;
+    // Totals that start just below 2^32 pass it (64-bit totals over the kernels' counts), and
+    // folding the kernels' counts into them changes nothing.
+    let count_start = (1u64 << 32) - 3;
+    stats.set_accepted_counts(&vec![count_start; batch])?;
+    gpu.steps(&mut fused, &target_dev, &config, k, &mut stats)?;
+    let (x_fused, counts) = (fused.x()?, stats.accepted_counts()?);
+    stats.fold_counts()?;
+    if stats.accepted_counts()? != counts {
+        return Err("folding the counts changed them".into());
+    }
+    if fused.step_counter() != first_step + u64::from(k) || stats.steps() != u64::from(k) {
+        return Err("the step counter did not advance by K".into());
+    }
+
+    let mut single = gpu.upload_chains(&x, shape)?;
+    single.set_step_counter(first_step);
+    let mut single_counts = vec![count_start; batch];
+    for _ in 0..k {
+        single.poison_outputs(POISON_X, POISON_FLAG)?;
+        gpu.step(&mut single, &target_dev, &config)?;
+        for (c, f) in single_counts.iter_mut().zip(single.accepted_flags()?) {
+            *c += u64::from(f);
+        }
+    }
+    let x_single = single.x()?;
+    if let Some(i) = (0..x_fused.len()).find(|&i| x_fused[i].to_bits() != x_single[i].to_bits()) {
+        return Err(format!(
+            "({batch}, {dim}, K={k}): element {i}: fused {} vs single steps {}",
+            x_fused[i], x_single[i]
+        )
+        .into());
+    }
+    if counts != single_counts {
+        return Err(format!("({batch}, {dim}, K={k}): acceptance counts differ").into());
+    }
+
+    // Against the CPU: each step agrees within the single step's tolerances, so after K steps
+    // a row whose accept/reject decisions all matched (same count) is within K times the
+    // per-step bounds; a row with a decision flipped at a boundary (|log u - log alpha| below
+    // the decision margin) has left the CPU's path, and at most K times the allowed
+    // per-step fraction of rows (plus one) may do that.
+    let (x_cpu, counts_cpu) = cpu::steps(&x, shape, &target, &config, first_step, u64::from(k))?;
+    let kf = k as f32;
+    let mut diverged = 0;
+    for row in 0..batch {
+        if counts[row] != count_start + counts_cpu[row] {
+            diverged += 1;
+            continue;
+        }
+        for d in 0..dim {
+            let (g, c) = (x_fused[row * dim + d], x_cpu[row * dim + d]);
+            let bound =
+                kf * (cpu::X_NEW_MAX_RELATIVE * c.abs() + cpu::X_NEW_ABS_PER_STEP_SIZE * step_size);
+            if (g - c).abs() > bound {
+                return Err(format!(
+                    "({batch}, {dim}, K={k}): x[{row}, {d}] GPU {g} vs CPU {c} (bound {bound})"
+                )
+                .into());
+            }
+        }
+    }
+    let allowed = (f64::from(k) * cpu::MAX_FLIPPED_FRACTION * batch as f64).floor() as usize + 1;
+    if diverged > allowed {
+        return Err(format!("{diverged} rows left the CPU's path (allowed {allowed})").into());
+    }
+    Ok(())
+}
+
+/// What [`gpu_run`] returns.
+#[derive(PartialEq)]
+struct Ran {
+    /// The final states' bits (NaN compares equal to itself).
+    x_bits: Vec<u32>,
+    accepted: Vec<u64>,
+    nonfinite: Vec<u64>,
+    /// With moments only (None without).
+    null_moves: Option<Vec<u64>>,
+    /// The running means' bits (with moments).
+    mean_bits: Option<Vec<u64>>,
+}
+
+/// Runs `steps` steps (launches of 10) of `x` with `config` on the GPU; returns the final
+/// states, the accepted and non-finite counts, and the means (with `moments`).
+fn gpu_run(
+    gpu: &Gpu,
+    (shape, x, target): (Shape, &[f32], &Target),
+    config: &StepConfig,
+    steps: u64,
+    moments: bool,
+) -> Result<Ran, Failed> {
+    let target_dev = gpu.upload_target(target)?;
+    let mut chains = gpu.upload_chains(x, shape)?;
+    chains.poison_outputs(POISON_X, POISON_FLAG)?;
+    let mut stats = gpu.new_stats(shape, moments)?;
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        config,
+        &fused_mh::RunPlan::new(steps, 10),
+        &mut stats,
+        &mut |_| Ok(()),
+        &mut |_| Ok(()),
+    )?;
+    Ok(Ran {
+        x_bits: chains.x()?.iter().map(|v| v.to_bits()).collect(),
+        accepted: stats.accepted_counts()?,
+        nonfinite: stats.nonfinite_counts()?,
+        null_moves: stats.null_move_counts()?,
+        mean_bits: stats
+            .means()?
+            .map(|m| m.iter().map(|v| v.to_bits()).collect()),
+    })
+}
+
+/// Shapes for the per-dimension scales: the split kernel (4096 rows of 64), `q2` rows that are
+/// not whole quads, `q8` rows, rows in registers with a large batch, and rows of 1025 (the
+/// run's single steps).
+const SCALED_SHAPES: [(usize, usize); 5] =
+    [(4096, 64), (3000, 33), (600, 300), (40000, 64), (50, 1025)];
+
+/// Scales of 1 in every dimension give the `_scaled` kernels the step size itself: 25 steps
+/// with them equal 25 steps without, bit for bit (states, counts, running means), with and
+/// without the moments.
+fn scales_of_one_change_nothing(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, step_size) = random_problem(batch, dim, (batch ^ dim) as u64);
+    let plain = StepConfig::new(step_size, 3)?;
+    let scaled = plain.clone().with_scales(&vec![1.0; dim])?;
+    for moments in [false, true] {
+        let a = gpu_run(&gpu, (shape, &x, &target), &plain, 25, moments)?;
+        let b = gpu_run(&gpu, (shape, &x, &target), &scaled, 25, moments)?;
+        if a != b {
+            return Err(format!(
+                "({batch}, {dim}, moments {moments}): scales of 1 changed the run"
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Scales from 0.25 to 4 per dimension: 20 steps on the GPU against 20 of the CPU reference,
+/// which scales each normal by `step_size * scale[d]` itself (the tolerances of
+/// `fused_equals_single_steps`, with the largest scale in the absolute bound).
+fn scaled_run_matches_cpu(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, step_size) = random_problem(batch, dim, (batch * 3 + dim) as u64);
+    let mut r = rng(dim as u64);
+    let scales: Vec<f32> = (0..dim)
+        .map(|_| 2f32.powf(r.random_range(-2.0..2.0)))
+        .collect();
+    let config = StepConfig::new(step_size, 8)?.with_scales(&scales)?;
+    let k = 20;
+    let ran = gpu_run(&gpu, (shape, &x, &target), &config, k, false)?;
+    let x_gpu: Vec<f32> = ran.x_bits.iter().map(|&b| f32::from_bits(b)).collect();
+    let counts = &ran.accepted;
+    let cpu = cpu::run_chains(
+        &x,
+        shape,
+        &target,
+        &config,
+        0,
+        k,
+        0,
+        None,
+        &mut |_, _| Ok(()),
+        &mut |_| Ok(()),
+    )?;
+    if ran.nonfinite.iter().any(|&n| n > 0) || cpu.nonfinite.iter().any(|&n| n > 0) {
+        return Err("a finite run counted non-finite steps".into());
+    }
+    let kf = k as f32;
+    let widest = step_size * scales.iter().copied().fold(0.0, f32::max);
+    let mut diverged = 0;
+    for row in 0..batch {
+        if counts[row] != cpu.accepted[row] {
+            diverged += 1;
+            continue;
+        }
+        for d in 0..dim {
+            let (g, c) = (x_gpu[row * dim + d], cpu.x[row * dim + d]);
+            let bound =
+                kf * (cpu::X_NEW_MAX_RELATIVE * c.abs() + cpu::X_NEW_ABS_PER_STEP_SIZE * widest);
+            if (g - c).abs() > bound {
+                return Err(format!(
+                    "({batch}, {dim}): x[{row}, {d}] GPU {g} vs CPU {c} (bound {bound})"
+                )
+                .into());
+            }
+        }
+    }
+    let allowed = (kf as f64 * cpu::MAX_FLIPPED_FRACTION * batch as f64).floor() as usize + 1;
+    if diverged > allowed {
+        return Err(format!("{diverged} rows left the CPU's path (allowed {allowed})").into());
+    }
+    Ok(())
+}
+
+/// Rows planted with a NaN, +inf or -inf count every one of their steps as non-finite, the
+/// others none, through launches of the fused kernels (split or not; the run's single steps for
+/// rows of 1030), with and without scales and moments; the planted rows never move. A row
+/// planted at 10^8 in every coordinate (where one float32 step is 8, and the proposals move
+/// by about 1) counts every step as a null move, and no other row counts one (with the
+/// moments: null moves are counted with them).
+fn nonfinite_counts_are_exact(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, mut x, target, step_size) = random_problem(batch, dim, 41);
+    let planted = [
+        (1usize, f32::NAN),
+        (5, f32::INFINITY),
+        (6, f32::NEG_INFINITY),
+    ];
+    for (row, value) in planted {
+        x[row * dim + dim / 2] = value;
+    }
+    let stuck = 3;
+    x[stuck * dim..(stuck + 1) * dim].fill(1.0e8);
+    let plain = StepConfig::new(step_size, 2)?;
+    let scaled = plain.clone().with_scales(&vec![0.5; dim])?;
+    let steps = 25;
+    // Without moments small batches take the split kernels, whose count is in another lane.
+    for (config, moments) in [
+        (&plain, false),
+        (&plain, true),
+        (&scaled, false),
+        (&scaled, true),
+    ] {
+        let ran = gpu_run(&gpu, (shape, &x, &target), config, steps, moments)?;
+        for (row, &n) in ran.nonfinite.iter().enumerate() {
+            let want = if planted.iter().any(|&(r, _)| r == row) {
+                steps
+            } else {
+                0
+            };
+            if n != want {
+                return Err(format!("({batch}, {dim}): row {row} counted {n}, not {want}").into());
+            }
+        }
+        let null_moves = ran.null_moves.unwrap_or_default();
+        if moments != (null_moves.len() == batch) {
+            return Err(format!(
+                "({batch}, {dim}): null moves {null_moves:?} with moments {moments}"
+            )
+            .into());
+        }
+        for (row, &n) in null_moves.iter().enumerate() {
+            let want = if row == stuck { steps } else { 0 };
+            if n != want {
+                return Err(
+                    format!("({batch}, {dim}): row {row}: {n} null moves, not {want}").into(),
+                );
+            }
+        }
+        for (row, _) in planted {
+            let moved = (0..dim).any(|d| ran.x_bits[row * dim + d] != x[row * dim + d].to_bits());
+            if moved {
+                return Err(format!("({batch}, {dim}): planted row {row} moved").into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Two-pass mean and variance (f64) of each chain and coordinate over saved states
+/// `[n, batch * dim]`.
+fn two_pass(trace: &[f32], len: usize) -> (Vec<f64>, Vec<f64>) {
+    let n = (trace.len() / len) as f64;
+    let mut mean = vec![0f64; len];
+    for state in trace.chunks(len) {
+        for (m, &v) in mean.iter_mut().zip(state) {
+            *m += f64::from(v);
+        }
+    }
+    mean.iter_mut().for_each(|m| *m /= n);
+    let mut var = vec![0f64; len];
+    for state in trace.chunks(len) {
+        for ((s, &v), m) in var.iter_mut().zip(state).zip(&mean) {
+            *s += (f64::from(v) - m).powi(2);
+        }
+    }
+    var.iter_mut().for_each(|s| *s /= n);
+    (mean, var)
+}
+
+/// `Gpu::run` with the moments and a trace of every state (thin = 1, in small chunks): the
+/// running moments equal a two-pass computation over the trace, the trace equals single steps,
+/// and its last state is the final state. Several launches (K < steps) and chunks (3 states
+/// per chunk) per run; dims for q2, q8 and the single-step fallback.
+fn moments_and_trace(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let seed = (batch + dim) as u64;
+    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
+    let config = StepConfig::new(step_size, seed)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let plan = fused_mh::RunPlan {
+        thin: 1,
+        trace_buffer_bytes: 3 * 4 * shape.len(),
+        ..fused_mh::RunPlan::new(40, 16)
+    };
+    let mut trace = Vec::new();
+    let mut next_first = 0;
+    let mut reports = 0;
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut stats,
+        &mut |_: &fused_mh::Progress<'_>| {
+            reports += 1;
+            Ok(())
+        },
+        &mut |chunk| {
+            assert_eq!(chunk.first, next_first, "trace chunks out of order");
+            next_first += (chunk.states.len() / shape.len()) as u64;
+            trace.extend_from_slice(chunk.states);
+            Ok(())
+        },
+    )?;
+    let len = shape.len();
+    if trace.len() != 40 * len || reports == 0 {
+        return Err(format!("trace holds {} states, not 40", trace.len() / len).into());
+    }
+    if trace[39 * len..] != chains.x()?[..] {
+        return Err("the last saved state is not the final state".into());
+    }
+    // The same run as single steps: every saved state, bit for bit.
+    let mut single = gpu.upload_chains(&x, shape)?;
+    for s in 0..40 {
+        gpu.step(&mut single, &target_dev, &config)?;
+        if single.x()?[..] != trace[s * len..(s + 1) * len] {
+            return Err(format!("saved state {s} differs from single step {s}").into());
+        }
+    }
+    let (mean, var) = two_pass(&trace, len);
+    let (got_mean, got_var) = (
+        stats.means()?.ok_or("no means")?,
+        stats.variances()?.ok_or("no variances")?,
+    );
+    // The running moments accumulate each launch's 16 steps in f32 (relative rounding
+    // ~16 * 2^-24 ~ 1e-6) and merge in f64: allow 1e-5 relative to the values' scale, and for
+    // the variance 1e-4 of itself plus 1e-5 of the squared scale (the f32 states themselves
+    // carry 2^-24 relative error).
+    for i in 0..len {
+        let scale = 1.0 + mean[i].abs();
+        if (got_mean[i] - mean[i]).abs() > 1e-5 * scale
+            || (got_var[i] - var[i]).abs() > 1e-4 * var[i] + 1e-5 * scale * scale
+        {
+            return Err(format!(
+                "element {i}: mean {} vs two-pass {}, variance {} vs {}",
+                got_mean[i], mean[i], got_var[i], var[i]
+            )
+            .into());
+        }
+    }
+    let counts = stats.accepted_counts()?;
+    if counts.iter().any(|&c| c > 40) || stats.steps() != 40 {
+        return Err("accepted counts beyond the number of steps".into());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let gpu_present = support::gpu_present("GPU run tests");
+    let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
+        Trial::test(name, f).with_ignored_flag(!gpu_present)
+    };
+    let mut trials = Vec::new();
+    for (batch, dim, k) in FUSED_CASES {
+        trials.push(gpu_test(
+            format!("fused_equals_single_steps::{batch}x{dim}::k{k}"),
+            Box::new(move || fused_equals_single_steps(batch, dim, k)),
+        ));
+    }
+    for (batch, dim) in [(300, 64), (40, 333), (6, 1030)] {
+        trials.push(gpu_test(
+            format!("moments_and_trace::{batch}x{dim}"),
+            Box::new(move || moments_and_trace(batch, dim)),
+        ));
+    }
+    for (batch, dim) in SCALED_SHAPES {
+        trials.push(gpu_test(
+            format!("scales_of_one_change_nothing::{batch}x{dim}"),
+            Box::new(move || scales_of_one_change_nothing(batch, dim)),
+        ));
+        trials.push(gpu_test(
+            format!("scaled_run_matches_cpu::{batch}x{dim}"),
+            Box::new(move || scaled_run_matches_cpu(batch, dim)),
+        ));
+    }
+    for (batch, dim) in [(64, 10), (4096, 64), (9, 300), (8, 1030)] {
+        trials.push(gpu_test(
+            format!("nonfinite_counts_are_exact::{batch}x{dim}"),
+            Box::new(move || nonfinite_counts_are_exact(batch, dim)),
+        ));
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
