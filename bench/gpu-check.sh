@@ -31,7 +31,10 @@ sanitize)
   # Small shapes of every kernel family: split (7x33, 4096x64), unsplit and staged target
   # (1000x100, 5x333), the stats-update path of long rows (3x1025), moments and trace, the
   # per-dimension scales (in registers, staged, the run's single steps) and the non-finite
-  # counts.
+  # counts; and, for every target, its streamed and staged single steps and its split,
+  # staged-target and long-row runs.
+  target_cases=$(.gpu/bin/test-test-gpu_targets --list 2>/dev/null | sed -n -E \
+    's/^((step_matches_cpu::[^:]+::(50x257|300x1024)::portable_false)|(run_equals_single_steps::[^:]+::(4096x64|300x300|64x1030))): test$/\1/p')
   cases="fused_equals_single_steps::7x33::k5 fused_equals_single_steps::4096x64::k20
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
     fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030
@@ -45,7 +48,7 @@ sanitize)
   diag_cases="gpu_diagnostics_match_the_moments::512x70::m8
     split_diagnostics_match_the_trace::512x70::m8 split_diagnostics_match_the_trace::64x1030::m2"
   for tool in memcheck racecheck; do
-    for c in $cases $diag_cases; do
+    for c in $cases $target_cases $diag_cases; do
       log="$out/sanitize-$tool-${c//:/_}.log"
       # The GPU test binary that has this case (gpu, gpu_runs, gpu_diagnostics).
       binary=$(for b in .gpu/bin/test-test-gpu*; do

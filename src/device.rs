@@ -23,8 +23,10 @@ use fused_mh_kernel::philox::{Ctr, Key};
 
 use crate::dispatch::{self, Launch, Randomness};
 use crate::error::{Error, Result};
-use crate::problem::{Shape, StepConfig, Target, check_len, check_noise, check_step_size};
+use crate::problem::{Shape, StepConfig, check_len, check_noise, check_step_size};
+use crate::target::{Target, TargetKind};
 use crate::{PTX_MODULES, PtxModule};
+use fused_mh_kernel::abi::ENTRY_BASES;
 
 mod buffers;
 mod chain;
@@ -49,6 +51,9 @@ pub struct Gpu {
     _module: Arc<CudaModule>,
     /// Every entry point of the loaded module, by name ([`crate::dispatch`] chooses).
     functions: HashMap<&'static str, CudaFunction>,
+    /// The target-generic entry points by (target, the dispatcher's name): the table of
+    /// `fused_mh_kernel::abi`.
+    target_functions: HashMap<(TargetKind, &'static str), CudaFunction>,
     name: String,
     ptx_target: &'static str,
     sms: usize,
@@ -120,9 +125,19 @@ impl Gpu {
             .skip(1)
             .filter_map(|rest| rest.split('(').next())
             .map(|name| Ok((name, module.load_function(name)?)))
-            .collect::<Result<_>>()?;
+            .collect::<Result<HashMap<_, _>>>()?;
+        let mut target_functions = HashMap::new();
+        for &kind in TargetKind::ALL {
+            for (base, name) in ENTRY_BASES.iter().zip(kind.entry_points()) {
+                // The staged steps exist in the newer module only.
+                if let Some(function) = functions.get(name) {
+                    target_functions.insert((kind, *base), function.clone());
+                }
+            }
+        }
         Ok(Self {
             functions,
+            target_functions,
             _module: module,
             name: ctx.name()?,
             ptx_target: ptx.target,
@@ -201,18 +216,14 @@ impl Gpu {
         })
     }
 
-    /// Uploads a target: its mean and `1 / sigma^2`.
+    /// Uploads a target: the arrays its kernels read.
     pub fn upload_target(&self, target: &Target) -> Result<DeviceTarget> {
-        let mu = self.upload("mu", target.mu())?;
-        let inv_var = self.upload("inv_var", target.inv_var())?;
-        let addresses = (
-            mu.device_ptr(&self.stream).0,
-            inv_var.device_ptr(&self.stream).0,
-        );
+        let arrays = self.upload("the target's arrays", target.arrays())?;
+        let address = arrays.device_ptr(&self.stream).0;
         Ok(DeviceTarget {
-            mu,
-            inv_var,
-            addresses,
+            arrays,
+            address,
+            kind: target.kind(),
             dim: target.dim(),
         })
     }
@@ -242,13 +253,22 @@ impl Gpu {
     pub fn device(&self) -> dispatch::Device {
         dispatch::Device {
             sms: self.sms,
-            staged: self.functions.contains_key("mh_step_staged_q2_v4"),
+            staged: self
+                .target_functions
+                .contains_key(&(TargetKind::Gaussian, "mh_step_staged_q2_v4")),
         }
     }
 
-    /// The loaded entry point `name`.
+    /// The loaded entry point `name` (a kernel that does not depend on the target).
     fn function(&self, name: &'static str) -> Result<&CudaFunction> {
         self.functions.get(name).ok_or(Error::MissingKernel(name))
+    }
+
+    /// The loaded entry point the dispatcher calls `name`, compiled for `kind`.
+    fn target_function(&self, kind: TargetKind, name: &'static str) -> Result<&CudaFunction> {
+        self.target_functions
+            .get(&(kind, name))
+            .ok_or(Error::MissingKernel(name))
     }
 
     /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel from
@@ -303,7 +323,8 @@ impl Gpu {
             Draws::Caller(_) => Randomness::Caller,
         };
         let chosen = dispatch::step(chains.shape, randomness, self.device());
-        self.launch_step_with(chosen, chains, target, step_size, draws)
+        let function = self.target_function(target.kind, chosen.entry)?;
+        self.launch_step_with(chosen, function, chains, target, step_size, draws)
     }
 
     /// One step as a lesson of the kernel crate computes it (`kernel/src/gpu/lessons/`):
@@ -325,11 +346,18 @@ impl Gpu {
             ))
         })?;
         config.check_no_scales("Gpu::step_lesson")?;
+        if target.kind != TargetKind::Gaussian {
+            return Err(Error::InvalidRun(format!(
+                "the lessons step the Gaussian only, not the {}",
+                target.kind.name()
+            )));
+        }
+        let function = self.function(chosen.entry)?;
         let draws = Draws::Philox {
             seed: config.seed(),
             step: chains.step,
         };
-        self.launch_step_with(chosen, chains, target, config.step_size(), draws)?;
+        self.launch_step_with(chosen, function, chains, target, config.step_size(), draws)?;
         chains.step += 1;
         Ok(())
     }
@@ -339,35 +367,34 @@ impl Gpu {
     fn launch_step_with(
         &self,
         chosen: Launch,
+        function: &CudaFunction,
         chains: &mut DeviceChains,
         target: &DeviceTarget,
         step_size: f32,
         draws: Draws,
     ) -> Result<()> {
         target.check_shape(chains.shape)?;
-        let shape = chains.shape;
-        let function = self.function(chosen.entry)?;
-        let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
+        let problem = ProblemArgs::new(target, chains.shape, step_size);
         let tile_rows = chosen.tile_rows;
         let mut launch = self.stream.launch_builder(function);
         launch
             .arg(&chains.x)
             .arg(&mut chains.x_next)
             .arg(&mut chains.accepted);
-        launch.arg(&target.mu).arg(&target.inv_var);
-        launch.arg(&batch).arg(&dim).arg(&step_size);
+        problem.push(&mut launch);
         match &draws {
             Draws::Philox { seed, step } => launch.arg(seed).arg(step),
             Draws::Caller(noise) => launch.arg(&noise.noise).arg(&noise.uniform),
         };
         launch.arg(&tile_rows);
         // SAFETY: the arguments match the step kernels' one signature, written once in
-        // `kernel/src/gpu/entries.rs` (`rng_entry_point!`, `caller_noise_entry_point!`; the
-        // lessons and the staged steps share it), in order and type:
-        // `(x, x_new, accepted, mu, inv_var, batch: u64, dim: u64, step_size: f32,
+        // `kernel/src/gpu/entries.rs` (`mh_family_rng_step!`, `mh_family_noise_step!`; the
+        // lessons, whose target is the Gaussian, and the staged steps share it), in order and
+        // type:
+        // `(x, x_new, accepted, target, batch: u64, dim: u64, step_size: f32,
         //   seed: u64, step: u64 | noise: *const f32, uniform: *const f32, tile_rows: u32)`.
         // x and x_next hold batch*dim floats (the shape they were allocated for), accepted
-        // holds batch bytes, mu and inv_var hold dim floats (checked above), caller noise was
+        // holds batch bytes, the target holds its arrays for dim (checked above), caller noise was
         // uploaded for this very shape (checked by the caller); x_next and accepted are the
         // only buffers written, and they are allocations distinct from every input. Shape
         // guarantees 1 <= batch <= 2^32 and 1 <= dim < 2^32; `dispatch::step` (or
@@ -403,6 +430,36 @@ impl Gpu {
 }
 
 /// The device's compute capability as `10 * major + minor` (the H200: 90).
+/// What every target kernel takes after its buffers, in this order: the target's arrays, the
+/// batch, the dimension and the step size (`kernel/src/gpu/entries.rs`). Every launch of a
+/// target kernel pushes them here, so the order is written once on the host.
+struct ProblemArgs {
+    target: u64,
+    batch: u64,
+    dim: u64,
+    step_size: f32,
+}
+
+impl ProblemArgs {
+    fn new(target: &DeviceTarget, shape: Shape, step_size: f32) -> Self {
+        Self {
+            target: target.address,
+            batch: shape.batch() as u64,
+            dim: shape.dim() as u64,
+            step_size,
+        }
+    }
+
+    /// Pushes `target, batch, dim, step_size`.
+    fn push<'a>(&'a self, launch: &mut cudarc::driver::LaunchArgs<'a>) {
+        launch
+            .arg(&self.target)
+            .arg(&self.batch)
+            .arg(&self.dim)
+            .arg(&self.step_size);
+    }
+}
+
 fn compute_capability(ctx: &CudaContext) -> Result<u32> {
     use cudarc::driver::sys::CUdevice_attribute::{
         CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR as MAJOR,

@@ -41,27 +41,17 @@ pub enum Error {
         /// Its value.
         value: f32,
     },
-    /// A standard deviation that is not positive.
-    #[error("sigma[{index}] = {value} must be > 0")]
-    NonPositiveSigma {
-        /// Position of the first offending element.
+    /// A target parameter the target cannot use (not finite, out of its range, ...).
+    #[error("{param}[{index}] = {} {why}", shown(*value))]
+    InvalidParameter {
+        /// The parameter's name (`mu`, `sigma`, `df`, ...).
+        param: &'static str,
+        /// The dimension.
         index: usize,
         /// Its value.
         value: f32,
-    },
-    /// A standard deviation outside [`Target::SIGMA_RANGE`](crate::Target::SIGMA_RANGE),
-    /// where the step's float32 arithmetic overflows or underflows.
-    #[error(
-        "sigma[{index}] = {value:e} is outside [{:e}, {:e}]: beyond it the float32 terms \
-         ((x - mu) / sigma)^2 overflow or underflow (rescale the problem)",
-        crate::Target::SIGMA_RANGE.0,
-        crate::Target::SIGMA_RANGE.1
-    )]
-    SigmaOutOfRange {
-        /// Position of the first offending element.
-        index: usize,
-        /// Its value.
-        value: f32,
+        /// What is wrong with it.
+        why: &'static str,
     },
     /// An initial state that is not finite.
     #[error("x[{row}, {coordinate}] = {value} is not finite")]
@@ -77,7 +67,7 @@ pub enum Error {
     #[error(
         "chain {row} is too far from mu: sum of ((x - mu) / sigma)^2 = {distance:e} overflows \
          float32 (at most {:e})",
-        crate::problem::MAX_SQUARED_DISTANCE
+        crate::MAX_SQUARED_DISTANCE
     )]
     StateTooFar {
         /// The chain.
@@ -182,3 +172,13 @@ impl Error {
 
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A float as a message shows it: plainly from 1e-4 to 1e6 (`-1`, `0.5`), in scientific
+/// notation beyond (`1e20`), where the plain digits would run long.
+fn shown(value: f32) -> String {
+    if value == 0.0 || !value.is_finite() || (1e-4..1e6).contains(&value.abs()) {
+        format!("{value}")
+    } else {
+        format!("{value:e}")
+    }
+}

@@ -37,6 +37,7 @@ mod error;
 pub mod host_memory;
 mod problem;
 pub mod reach;
+mod target;
 pub mod threads;
 
 pub use device::{
@@ -47,7 +48,8 @@ pub use diagnostics::{Diagnostics, DiagnosticsPlan, Progress};
 pub use dispatch::{RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK};
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;
-pub use problem::{MAX_SQUARED_DISTANCE, Shape, StepConfig, Target};
+pub use problem::{Shape, StepConfig};
+pub use target::{MAX_SQUARED_DISTANCE, Target, TargetKind};
 
 /// One compiled set of the kernels: PTX text for a target, which the driver turns into machine
 /// code for whatever GPU [`Gpu::open`] finds.
@@ -96,7 +98,10 @@ mod tests {
     /// module it chooses it for: `dispatch::tests`.)
     #[test]
     fn staged_kernels_only_in_the_newer_module() {
-        for name in ["mh_step_staged_q2_v4", "mh_step_staged_q8_v4"] {
+        for name in [
+            "mh_step_staged_q2_v4_gaussian",
+            "mh_step_staged_q8_v4_gaussian",
+        ] {
             let entry = format!(".entry {name}(");
             assert!(!PTX_MODULES[0].text.contains(&entry));
             assert!(PTX_MODULES[1].text.contains(&entry));

@@ -8,54 +8,76 @@ from ._arrays import gpu_run, gpu_step, is_gpu_array, like_input, to_numpy
 
 
 class _TargetCache:
-    """`mu` and `sigma` uploaded to a device once per (device, values): a `Model` keeps one."""
+    """A target, `target` by name with its parameters (`mu`, `sigma`, and the others by
+    name), uploaded to a device once per (device, values): a `Model` keeps one.
+    Parameters beyond `mu` and `sigma` may be scalars, one value for every dimension."""
 
-    def __init__(self, mu, sigma):
+    def __init__(self, mu, sigma, target="gaussian", **params):
         self.mu = np.ascontiguousarray(to_numpy("mu", mu, 1, convert=True))
         self.sigma = np.ascontiguousarray(to_numpy("sigma", sigma, 1, convert=True))
         if self.mu.shape != self.sigma.shape:
             raise ValueError(f"mu has {self.mu.size} elements, sigma {self.sigma.size}")
+        self.name = str(target)
+        names = _native.target_params(self.name)
+        unknown = sorted(set(params) - set(names))
+        if unknown:
+            raise TypeError(
+                f"{', '.join(unknown)}: not a parameter of the target {self.name} "
+                f"(its parameters: {', '.join(names)})"
+            )
+        self.params = {"mu": self.mu, "sigma": self.sigma}
+        for name in names[2:]:
+            if name not in params:
+                raise TypeError(f"the target {self.name} needs {name}")
+            value = params[name]
+            if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+                value = np.full(self.mu.shape, value, np.float32)
+            else:
+                value = to_numpy(name, value, 1, convert=True)
+            if value.shape != self.mu.shape:
+                raise ValueError(f"{name} has {value.size} elements, mu {self.mu.size}")
+            self.params[name] = np.ascontiguousarray(value)
+        self.arrays = [self.params[n] for n in names]
         self._uploaded = {}
 
     def __call__(self, device):
         key = id(device)
         if key not in self._uploaded:
-            self._uploaded[key] = device.target(self.mu, self.sigma)
+            self._uploaded[key] = device.target(self.name, self.arrays)
         return self._uploaded[key]
 
 
-def _target_arrays(mu, sigma):
-    t = _TargetCache(mu, sigma)
-    return t.mu, t.sigma
-
-
-def step(x, mu, sigma, step_size, seed=0, step=0):
+def step(x, mu, sigma, step_size, seed=0, step=0, *, target="gaussian", **params):
     """One Metropolis-Hastings step of every chain, random numbers drawn from `(seed, step)`
     (the kernels' counter scheme: the same numbers on the CPU and the GPU, and in `host run`).
 
     `x[B, dim]` float32: a NumPy array, a torch tensor or a JAX array (on the CPU: the CPU
     reference; on a GPU: the GPU kernels, reading `x` where it is). Returns `(x_new[B, dim] float32, accepted[B] bool)`
     in the framework and on the device of `x`. On a GPU each call uploads `mu` and `sigma`
-    again; a `Model` keeps them uploaded."""
+    again; a `Model` keeps them uploaded.
+
+    `target` names the log-density: `"gaussian"` is the reference model's (`mu` its means,
+    `sigma` its standard deviations); the README's table of targets lists the others. Their
+    parameters beyond `mu` (the location) and `sigma` (the scale) come as keywords, an array
+    of dim values or one number each."""
+    t = _TargetCache(mu, sigma, target, **params)
     if is_gpu_array(x):
-        return gpu_step(x, _TargetCache(mu, sigma), step_size, seed=seed, step=step)
-    mu, sigma = _target_arrays(mu, sigma)
-    out = _native.step(to_numpy("x", x, 2), mu, sigma, float(step_size), int(seed), int(step))
+        return gpu_step(x, t, step_size, seed=seed, step=step)
+    out = _native.step(to_numpy("x", x, 2), t.name, t.arrays, float(step_size), int(seed), int(step))
     return tuple(like_input(x, o) for o in out)
 
 
-def step_with_noise(x, mu, sigma, step_size, noise, uniform):
+def step_with_noise(x, mu, sigma, step_size, noise, uniform, *, target="gaussian", **params):
     """One step with the caller's standard normals `noise[B, dim]` and uniforms `uniform[B]`
     in [0, 1): the reference model's semantics with those numbers. Inputs and outputs as
-    `step`."""
+    `step` (the target too)."""
+    t = _TargetCache(mu, sigma, target, **params)
     if is_gpu_array(x):
-        target = _TargetCache(mu, sigma)
-        return gpu_step(x, target, step_size, noise=noise, uniform=uniform)
-    mu, sigma = _target_arrays(mu, sigma)
+        return gpu_step(x, t, step_size, noise=noise, uniform=uniform)
     out = _native.step_with_noise(
         to_numpy("x", x, 2),
-        mu,
-        sigma,
+        t.name,
+        t.arrays,
         float(step_size),
         to_numpy("noise", noise, 2),
         to_numpy("uniform", uniform, 1),
@@ -63,7 +85,20 @@ def step_with_noise(x, mu, sigma, step_size, noise, uniform):
     return tuple(like_input(x, o) for o in out)
 
 
-def run(x, mu, sigma, step_size, steps, seed=0, first_step=0, thin=0, steps_per_launch=100):
+def run(
+    x,
+    mu,
+    sigma,
+    step_size,
+    steps,
+    seed=0,
+    first_step=0,
+    thin=0,
+    steps_per_launch=100,
+    *,
+    target="gaussian",
+    **params,
+):
     """`steps` steps of every chain from step counter `first_step`, as `host run` runs them: a
     dict with the final states `x`, `accepted_count`, `nonfinite_count` and `null_move_count`
     (uint64 per chain: steps with a non-finite log alpha, and proposals that rounded back to
@@ -83,15 +118,16 @@ def run(x, mu, sigma, step_size, steps, seed=0, first_step=0, thin=0, steps_per_
     On NumPy arrays (or CPU tensors) this is the CPU reference, `host run --cpu`. On a CUDA
     tensor or a JAX GPU array it is the fused kernel, `steps_per_launch` steps per launch, on a
     device copy of `x` (`host run`): `x`, `mean` and `var` come back in the input's framework on
-    its device, the counts and the trace as NumPy arrays."""
+    its device, the counts and the trace as NumPy arrays.
+
+    `target` and its parameters as for `step`."""
+    t = _TargetCache(mu, sigma, target, **params)
     if is_gpu_array(x):
-        target = _TargetCache(mu, sigma)
-        return gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch)
-    mu, sigma = _target_arrays(mu, sigma)
+        return gpu_run(x, t, step_size, steps, seed, first_step, thin, steps_per_launch)
     out = _native.run(
         to_numpy("x", x, 2),
-        mu,
-        sigma,
+        t.name,
+        t.arrays,
         float(step_size),
         int(seed),
         int(first_step),

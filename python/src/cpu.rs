@@ -1,5 +1,5 @@
 //! NumPy arrays on the CPU reference: float32, C-contiguous, the shapes of the reference model
-//! (`x[B, dim]`, `mu[dim]`, `sigma[dim]`). Anything else is refused with a `TypeError` (dtype,
+//! (`x[B, dim]`, the target's parameters `[dim]` each: `mu`, `sigma`, ...). Anything else is refused with a `TypeError` (dtype,
 //! from the argument conversion) or a `ValueError` (layout, shape, values).
 
 use fused_mh::{Shape, StepConfig, Target, cpu};
@@ -13,6 +13,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::to_py;
 use crate::interrupts::Interrupts;
+use crate::targets;
 
 /// A C-contiguous array's data, or a `ValueError` naming it.
 fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
@@ -34,18 +35,14 @@ fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
 /// The chains' shape and the target, checked.
 fn problem(
     x: &PyReadonlyArray2<'_, f32>,
-    mu: &PyReadonlyArray1<'_, f32>,
-    sigma: &PyReadonlyArray1<'_, f32>,
+    target: &str,
+    params: &[PyReadonlyArray1<'_, f32>],
 ) -> PyResult<(Shape, Target)> {
     let [batch, dim] = x.shape() else {
         unreachable!("a 2-d array")
     };
     let shape = Shape::new(*batch, *dim).map_err(to_py)?;
-    let target = Target::new(
-        contiguous("mu", mu)?.to_vec(),
-        contiguous("sigma", sigma)?.to_vec(),
-    )
-    .map_err(to_py)?;
+    let target = targets::build(target, params)?;
     target.check_shape(shape).map_err(to_py)?;
     Ok((shape, target))
 }
@@ -62,17 +59,17 @@ fn outputs<'py>(py: Python<'py>, shape: Shape, out: cpu::StepOutput) -> PyResult
 /// One step with random numbers drawn from `(seed, step)` (the kernels' counter scheme):
 /// `(x_new, accepted)`.
 #[pyfunction]
-#[pyo3(signature = (x, mu, sigma, step_size, seed, step))]
+#[pyo3(signature = (x, target, params, step_size, seed, step))]
 pub fn step<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f32>,
-    mu: PyReadonlyArray1<'py, f32>,
-    sigma: PyReadonlyArray1<'py, f32>,
+    target: &str,
+    params: Vec<PyReadonlyArray1<'py, f32>>,
     step_size: f32,
     seed: u64,
     step: u64,
 ) -> PyResult<StepResult<'py>> {
-    let (shape, target) = problem(&x, &mu, &sigma)?;
+    let (shape, target) = problem(&x, target, &params)?;
     let config = StepConfig::new(step_size, seed).map_err(to_py)?;
     let x = contiguous("x", &x)?;
     let out = py
@@ -84,17 +81,17 @@ pub fn step<'py>(
 /// One step with the caller's standard normals `noise[B, dim]` and uniforms `uniform[B]`:
 /// `(x_new, accepted)`, the reference model's semantics with those numbers.
 #[pyfunction]
-#[pyo3(signature = (x, mu, sigma, step_size, noise, uniform))]
+#[pyo3(signature = (x, target, params, step_size, noise, uniform))]
 pub fn step_with_noise<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f32>,
-    mu: PyReadonlyArray1<'py, f32>,
-    sigma: PyReadonlyArray1<'py, f32>,
+    target: &str,
+    params: Vec<PyReadonlyArray1<'py, f32>>,
     step_size: f32,
     noise: PyReadonlyArray2<'py, f32>,
     uniform: PyReadonlyArray1<'py, f32>,
 ) -> PyResult<StepResult<'py>> {
-    let (shape, target) = problem(&x, &mu, &sigma)?;
+    let (shape, target) = problem(&x, target, &params)?;
     let (x, noise, uniform) = (
         contiguous("x", &x)?,
         contiguous("noise", &noise)?,
@@ -113,14 +110,14 @@ pub fn step_with_noise<'py>(
 /// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
 /// the CPU and the GPU report the same checkpoints.
 #[pyfunction]
-#[pyo3(signature = (x, mu, sigma, step_size, seed, first_step, steps, thin=0, steps_per_launch=100))]
+#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'py>(
     py: Python<'py>,
     x: PyReadonlyArray2<'py, f32>,
-    mu: PyReadonlyArray1<'py, f32>,
-    sigma: PyReadonlyArray1<'py, f32>,
+    target: &str,
+    params: Vec<PyReadonlyArray1<'py, f32>>,
     step_size: f32,
     seed: u64,
     first_step: u64,
@@ -128,7 +125,7 @@ pub fn run<'py>(
     thin: u64,
     steps_per_launch: u32,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (shape, target) = problem(&x, &mu, &sigma)?;
+    let (shape, target) = problem(&x, target, &params)?;
     let config = StepConfig::new(step_size, seed).map_err(to_py)?;
     cpu::check_thin(steps, thin).map_err(to_py)?;
     let saves = steps.checked_div(thin).unwrap_or(0);

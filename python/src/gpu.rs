@@ -75,20 +75,11 @@ impl Device {
         self.gpu.name().to_string()
     }
 
-    /// Uploads a target (`mu[dim]`, `sigma[dim]`, float32 NumPy arrays; checked as the library
-    /// checks them) and waits for the copy, so that any stream may use it.
-    fn target(
-        &self,
-        mu: PyReadonlyArray1<'_, f32>,
-        sigma: PyReadonlyArray1<'_, f32>,
-    ) -> PyResult<Target> {
-        let values = |what: &str, a: &PyReadonlyArray1<'_, f32>| {
-            a.as_slice()
-                .map(<[f32]>::to_vec)
-                .map_err(|_| PyValueError::new_err(format!("{what} is not contiguous")))
-        };
-        let target =
-            fused_mh::Target::new(values("mu", &mu)?, values("sigma", &sigma)?).map_err(to_py)?;
+    /// Uploads target `name` (its parameters as float32 NumPy arrays of `dim` elements, in
+    /// `target_params(name)` order; checked as the library checks them) and waits for the
+    /// copy, so that any stream may use it.
+    fn target(&self, name: &str, params: Vec<PyReadonlyArray1<'_, f32>>) -> PyResult<Target> {
+        let target = crate::targets::build(name, &params)?;
         let uploaded = self.gpu.upload_target(&target).map_err(to_py)?;
         self.gpu.synchronize().map_err(to_py)?;
         Ok(Target {

@@ -18,6 +18,7 @@ mod dlpack;
 mod errors;
 mod gpu;
 mod interrupts;
+mod targets;
 
 /// The module: its functions and classes.
 #[pymodule]
@@ -25,6 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cpu::step, m)?)?;
     m.add_function(wrap_pyfunction!(cpu::step_with_noise, m)?)?;
     m.add_function(wrap_pyfunction!(cpu::run, m)?)?;
+    m.add_function(wrap_pyfunction!(targets::target_params, m)?)?;
     m.add_class::<gpu::Device>()?;
     m.add_class::<gpu::Target>()?;
     m.add_class::<dlpack::Exported>()?;

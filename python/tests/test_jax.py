@@ -81,7 +81,7 @@ def test_outputs_are_the_memory_the_kernel_wrote():
     buffer is the address the kernel wrote."""
     x, mu, sigma = problem(1000, 100, 16)
     device = fused_mh._arrays.DEVICES.get(0)
-    target = device.target(mu, sigma)
+    target = device.target("gaussian", [mu, sigma])
     x_new, accepted = device.step_to_new(gpu(x).__dlpack__(), target, 0.1, seed=1)
     ptr = x_new.ptr
     as_jax = jax.dlpack.from_dlpack(x_new)

@@ -1,9 +1,9 @@
 //! The CPU reference: the same step as the GPU kernel, computed on the host.
 //!
 //! It is built from the kernel crate's own functions ([`fused_mh_kernel::mh`],
-//! [`fused_mh_kernel::rng`]) and follows the GPU's order of floating-point operations: each row
+//! [`fused_mh_kernel::rng`], the target's terms from [`fused_mh_kernel::target`]) and follows the GPU's order of floating-point operations: each row
 //! is cut into quads, quad `q` is added to "lane" `q % G`'s partial sum (`G` =
-//! [`mh::group_width`]), and the `G` partials are combined in the group's butterfly order. The
+//! [`layout::group_width`]), and the `G` partials are combined in the group's butterfly order. The
 //! only differences from the GPU are `sin`, `cos` and `sqrt`, which the GPU computes with its
 //! special function units (`ln` is the kernel crate's own, the same bits on both; see
 //! [`fused_mh_kernel::math`]), so results agree to about 1e-6 rather than bit for bit.
@@ -11,7 +11,8 @@
 //! [`step`] and [`step_with_noise`] run on one thread; [`par_step`] and [`par_step_with_noise`]
 //! spread the rows over all cores ([`crate::threads`]) and give identical results.
 
-use fused_mh_kernel::mh::{self, QUAD, WARP_SIZE};
+use fused_mh_kernel::layout::{self, QUAD, WARP_SIZE};
+use fused_mh_kernel::mh;
 use fused_mh_kernel::philox::Key;
 use fused_mh_kernel::rng;
 use rayon::prelude::*;
@@ -21,7 +22,8 @@ use crate::{host_memory, threads};
 
 mod chains;
 mod compare;
-use crate::problem::{Shape, StepConfig, Target, check_noise, check_step_size};
+use crate::Target;
+use crate::problem::{Shape, StepConfig, check_noise, check_step_size};
 pub use chains::{ChainsOutput, check_stream, check_thin, run_chains, run_chains_bytes};
 pub use compare::{
     Agreement, DECISION_MARGIN, MAX_FLIPPED_FRACTION, Mismatch, X_NEW_ABS_PER_STEP_SIZE,
@@ -304,22 +306,16 @@ fn row_step(
 
     // Pass 1 writes each quad's proposal straight into `out` (drawn once); pass 2 puts `x`
     // back if the row is rejected.
-    let g = mh::group_width(dim);
+    let g = layout::group_width(dim);
     let mut partials = [0.0f32; WARP_SIZE];
     for (q, chunk) in out.chunks_mut(QUAD).enumerate() {
         let xq = quad_of(x, q);
         let p = mh::propose_scaled(xq, eps(q), proposal.quad(q));
         let lane = q % g;
-        partials[lane] = mh::add_quad_terms(
-            partials[lane],
-            xq,
-            p,
-            quad_of(target.mu(), q),
-            quad_of(target.inv_var(), q),
-        );
+        partials[lane] = target.add_quad_terms(partials[lane], xq, p, q);
         chunk.copy_from_slice(&p[..chunk.len()]);
     }
-    let term_total = mh::group_sum_emulated(&partials[..g]);
+    let term_total = target.row_total(mh::group_sum_emulated(&partials[..g]));
     let u = match draws {
         Draws::Philox { key, step } => rng::row_uniform(key, row as u32, step),
         Draws::Caller { uniform, .. } => uniform[row],

@@ -4,6 +4,7 @@
 use cudarc::driver::CudaSlice;
 
 use super::download;
+use crate::TargetKind;
 use crate::error::Result;
 use crate::problem::{Shape, check_target_dim};
 
@@ -77,20 +78,26 @@ impl DeviceChains {
     }
 }
 
-/// A target on the GPU: `mu[dim]` and `inv_var[dim] = 1 / sigma^2`.
+/// A target on the GPU: its kind and its arrays, `[kind.arrays(), dim]` (see
+/// [`crate::Target`]).
 pub struct DeviceTarget {
-    pub(super) mu: CudaSlice<f32>,
-    pub(super) inv_var: CudaSlice<f32>,
-    /// The two buffers' device addresses, for launches on another library's stream
-    /// ([`Gpu::step_borrowed`]): the target is never written after its upload, so those need
-    /// no ordering with this library's stream beyond the upload's.
-    pub(super) addresses: (u64, u64),
+    pub(super) arrays: CudaSlice<f32>,
+    /// The arrays' device address, what the kernels take: the target is never written after
+    /// its upload, so launches on this library's stream or on another library's
+    /// ([`Gpu::step_borrowed`]) need no ordering with it beyond the upload's.
+    pub(super) address: u64,
+    pub(super) kind: TargetKind,
     pub(super) dim: usize,
 }
 
 impl DeviceTarget {
     pub(super) fn check_shape(&self, shape: Shape) -> Result<()> {
         check_target_dim(self.dim, shape)
+    }
+
+    /// Which target it is.
+    pub fn kind(&self) -> TargetKind {
+        self.kind
     }
 }
 

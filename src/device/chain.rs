@@ -16,7 +16,7 @@
 use cudarc::driver::{CudaSlice, PushKernelArg};
 
 use super::stats::COUNT_FOLD_STEPS;
-use super::{Gpu, download, grid};
+use super::{Gpu, ProblemArgs, download, grid};
 use crate::dispatch::{self, Launch};
 use crate::error::{Error, Result};
 use crate::{ChainStats, DeviceChains, DeviceTarget, Progress, Shape, StepConfig};
@@ -305,16 +305,15 @@ impl Gpu {
         trace: Option<TraceArgs<'_>>,
     ) -> Result<()> {
         let shape = chains.shape;
-        let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
+        let problem = ProblemArgs::new(target, shape, config.step_size());
         let null = 0u64;
         let (seed, first_step) = (config.seed(), chains.step);
-        let step_size = config.step_size();
-        let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
+        let function = self.target_function(target.kind, chosen.entry)?;
+        let mut launch = self.stream.launch_builder(function);
         launch.arg(&mut chains.x).arg(&mut stats.accepted.device);
         launch.arg(&mut stats.nonfinite.device);
         launch.arg(&mut stats.null_moves.device);
-        launch.arg(&target.mu).arg(&target.inv_var);
-        launch.arg(&batch).arg(&dim).arg(&step_size);
+        problem.push(&mut launch);
         match scales {
             Some(s) => launch.arg(s),
             None => launch.arg(&null),
@@ -340,17 +339,17 @@ impl Gpu {
             }
         };
         launch.arg(&thin).arg(&first);
-        // SAFETY: the arguments match `mh_chain_*`'s one signature (`chain_entry_point!` in
+        // SAFETY: the arguments match `mh_chain_*`'s one signature (`mh_family_chain!` in
         // `kernel/src/gpu/chain.rs`) in order and type:
         // `(x: *mut f32, accepted_count: *mut u32, nonfinite_count: *mut u32,
-        //   null_count: *mut u32, mu, inv_var,
+        //   null_count: *mut u32, target: *const f32,
         //   batch: u64, dim: u64, step_size: f32, scale: *const f32, seed: u64,
         //   first_step: u64, steps: u32, mean: *mut f64, m2: *mut f64, stats_n: u64,
         //   trace: *mut f32, thin: u32, trace_first: u32)`.
         // x holds batch*dim floats and is updated in place (each row by the lanes that own
         // it); accepted_count, nonfinite_count and null_count hold batch u32 each (the last
-        // touched by the `_stats` kernels only); mu and inv_var dim
-        // floats (checked); scale dim floats (checked by `proposal_scales`) exactly when the
+        // touched by the `_stats` kernels only); the target its arrays for dim
+        // (checked); scale dim floats (checked by `proposal_scales`) exactly when the
         // `_scaled` kernel is chosen, null otherwise and then never read; mean and
         // m2 batch*dim f64 when the `_stats` kernel is chosen (it is chosen exactly when they
         // exist), null otherwise and then never read; the trace view starts at the first free
@@ -379,12 +378,14 @@ impl Gpu {
         let shape = chains.shape;
         let len = shape.len();
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
+        let problem = ProblemArgs::new(target, shape, config.step_size());
         let step = dispatch::run_step(shape, scales.is_some(), self.device());
+        let step_function = self.target_function(target.kind, step.entry)?;
         let update = dispatch::stats_update(shape, self.device());
         let null = 0u64;
-        let (step_size, seed) = (config.step_size(), config.seed());
+        let seed = config.seed();
         for j in 0..steps {
-            let mut launch = self.stream.launch_builder(self.function(step.entry)?);
+            let mut launch = self.stream.launch_builder(step_function);
             launch
                 .arg(&chains.x)
                 .arg(&mut chains.x_next)
@@ -395,8 +396,7 @@ impl Gpu {
                 true => launch.arg(&mut stats.null_moves.device),
                 false => launch.arg(&null),
             };
-            launch.arg(&target.mu).arg(&target.inv_var);
-            launch.arg(&batch).arg(&dim).arg(&step_size);
+            problem.push(&mut launch);
             match scales {
                 Some(s) => launch.arg(s),
                 None => launch.arg(&null),
@@ -404,12 +404,12 @@ impl Gpu {
             launch.arg(&seed).arg(&chains.step).arg(&step.tile_rows);
             // SAFETY: `mh_run_step*(x, x_new, accepted: *mut u8, nonfinite_count: *mut u32,
             // null_count: *mut u32,
-            // mu, inv_var, batch: u64, dim: u64, step_size: f32, scale: *const f32, seed: u64,
-            // step: u64, tile_rows: u32)` (`run_step_entry_point!` in
+            // target, batch: u64, dim: u64, step_size: f32, scale: *const f32, seed: u64,
+            // step: u64, tile_rows: u32)` (`mh_family_run_step!` in
             // `kernel/src/gpu/entries.rs`): x and x_next hold batch*dim floats and are distinct
             // allocations, accepted batch bytes, nonfinite_count batch u32, null_count batch
-            // u32 or null (never touched then), mu and inv_var dim
-            // floats (checked by `launch_chain`), scale dim floats exactly for the `_scaled`
+            // u32 or null (never touched then), the target its arrays for dim
+            // (checked by `launch_chain`), scale dim floats exactly for the `_scaled`
             // kernels (null and never read otherwise); `dispatch::run_step` gives a power-of-two
             // tile between 32 / G and 32 rows and blocks of 128 threads.
             unsafe { launch.launch(grid(step)) }?;

@@ -181,7 +181,8 @@ impl Gpu {
         let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
         let m = superchain_size as u64;
         let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
-        launch.arg(mean).arg(m2).arg(accepted).arg(&target.mu);
+        // The target's array 0 is its location, `mu`, for every target.
+        launch.arg(mean).arg(m2).arg(accepted).arg(&target.arrays);
         launch
             .arg(&batch)
             .arg(&dim)

@@ -1,6 +1,6 @@
 //! The lessons' launches: which of their entry points holds a row, and their grids.
 
-use fused_mh_kernel::mh::{self, WARP_SIZE};
+use fused_mh_kernel::layout::{self, WARP_SIZE};
 
 use super::{Device, Launch, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, blocks_for};
 use crate::Shape;
@@ -57,17 +57,17 @@ const LESSON_MAX_QUADS_PER_LANE: usize = 8;
 /// (lessons 3 and 4: whole quads, at most 1024 elements).
 pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
     let (batch, dim) = (shape.batch(), shape.dim());
-    let quads = mh::quads_per_lane(dim);
-    let entry = lesson.entries[usize::from(quads > mh::MAX_RESIDENT_QUADS_PER_LANE)];
+    let quads = layout::quads_per_lane(dim);
+    let entry = lesson.entries[usize::from(quads > layout::MAX_RESIDENT_QUADS_PER_LANE)];
     let (warps, threads) = match lesson.number {
         // One thread per row, in blocks of 256 threads.
         1 => (batch.div_ceil(WARP_SIZE) as u64, THREADS_PER_BLOCK),
         2 => (batch as u64, RNG_THREADS_PER_BLOCK),
         _ => {
-            if !dim.is_multiple_of(mh::QUAD) || quads > LESSON_MAX_QUADS_PER_LANE {
+            if !dim.is_multiple_of(layout::QUAD) || quads > LESSON_MAX_QUADS_PER_LANE {
                 return None;
             }
-            let rows_per_warp = WARP_SIZE / mh::group_width(dim);
+            let rows_per_warp = WARP_SIZE / layout::group_width(dim);
             (batch.div_ceil(rows_per_warp) as u64, RNG_THREADS_PER_BLOCK)
         }
     };

@@ -8,8 +8,8 @@
 //! is in the module it is returned for, and that every entry point of the modules is returned
 //! for some problem.
 
-use fused_mh_kernel::mh::{self, WARP_SIZE};
-use fused_mh_kernel::{MAX_SPLIT_DIM, MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK};
+use fused_mh_kernel::layout::{self, WARP_SIZE};
+use fused_mh_kernel::layout::{MAX_SPLIT_DIM, MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK};
 
 use crate::Shape;
 
@@ -94,9 +94,9 @@ fn blocks_for(warps: u64, threads: u32, device: Device) -> u32 {
 ///   quads are *staged* instead: the next row travels into shared memory by `cp.async`.
 pub fn step(shape: Shape, randomness: Randomness, device: Device) -> Launch {
     let dim = shape.dim();
-    let quads = mh::quads_per_lane(dim);
-    let v4 = dim.is_multiple_of(mh::QUAD);
-    let resident = quads <= mh::MAX_RESIDENT_QUADS_PER_LANE;
+    let quads = layout::quads_per_lane(dim);
+    let v4 = dim.is_multiple_of(layout::QUAD);
+    let resident = quads <= layout::MAX_RESIDENT_QUADS_PER_LANE;
     let entry = match randomness {
         Randomness::InKernel if device.staged && v4 && resident => "mh_step_staged_q2_v4",
         Randomness::InKernel if device.staged && v4 && quads <= MAX_STAGED_QUADS_PER_LANE => {
@@ -115,10 +115,10 @@ pub fn step(shape: Shape, randomness: Randomness, device: Device) -> Launch {
             (false, false) => "mh_step",
         },
         Randomness::Caller => match (quads, v4) {
-            (q, true) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_step_with_noise_q2_v4",
-            (q, false) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_step_with_noise_q2",
-            (q, true) if q <= mh::MAX_RESIDENT_QUADS_CALLER_NOISE => "mh_step_with_noise_q8_v4",
-            (q, false) if q <= mh::MAX_RESIDENT_QUADS_CALLER_NOISE => "mh_step_with_noise_q8",
+            (q, true) if q <= layout::MAX_RESIDENT_QUADS_PER_LANE => "mh_step_with_noise_q2_v4",
+            (q, false) if q <= layout::MAX_RESIDENT_QUADS_PER_LANE => "mh_step_with_noise_q2",
+            (q, true) if q <= layout::MAX_RESIDENT_QUADS_CALLER_NOISE => "mh_step_with_noise_q8_v4",
+            (q, false) if q <= layout::MAX_RESIDENT_QUADS_CALLER_NOISE => "mh_step_with_noise_q8",
             (_, true) => "mh_step_with_noise_streaming_v4",
             (_, false) => "mh_step_with_noise",
         },
@@ -144,7 +144,7 @@ pub fn step(shape: Shape, randomness: Randomness, device: Device) -> Launch {
 /// halved (down to the rows a warp holds at once, `32 / G`) until there are
 /// [`MIN_WARPS_PER_SM`] warps per SM. The results do not depend on this choice.
 fn tiles(shape: Shape, threads: u32, device: Device) -> (u32, u32) {
-    let rows_at_once = WARP_SIZE / mh::group_width(shape.dim());
+    let rows_at_once = WARP_SIZE / layout::group_width(shape.dim());
     let want_warps = device.sms * MIN_WARPS_PER_SM;
     let mut tile_rows = WARP_SIZE;
     while tile_rows > rows_at_once && shape.batch().div_ceil(tile_rows) < want_warps {
@@ -172,7 +172,7 @@ fn staged_tiles(shape: Shape, device: Device) -> (u32, u32) {
 
 /// The fused K-step kernel (`mh_chain_*`) for rows of `dim` elements, with the running
 /// moments if `moments`; `None` when a row does not fit in registers (more than
-/// [`mh::MAX_FUSED_QUADS_PER_LANE`] quads per lane, rows over 1024 elements): such rows run
+/// [`layout::MAX_FUSED_QUADS_PER_LANE`] quads per lane, rows over 1024 elements): such rows run
 /// as single steps followed by [`stats_update`].
 ///
 /// Batches too small to give `SPLIT_BELOW_WARPS_PER_SM` (16) warps per SM with one lane group
@@ -182,11 +182,11 @@ fn staged_tiles(shape: Shape, device: Device) -> (u32, u32) {
 /// With `scaled` (per-dimension proposal scales), the `_scaled` twin of the same kernel.
 pub fn fused(shape: Shape, moments: bool, scaled: bool, device: Device) -> Option<Launch> {
     let (batch, dim) = (shape.batch(), shape.dim());
-    let g = mh::group_width(dim);
-    let v4 = dim.is_multiple_of(mh::QUAD);
+    let g = layout::group_width(dim);
+    let v4 = dim.is_multiple_of(layout::QUAD);
     let group_warps = batch.div_ceil(WARP_SIZE / g);
     let split = group_warps < SPLIT_BELOW_WARPS_PER_SM * device.sms;
-    let quads = mh::quads_per_lane(dim);
+    let quads = layout::quads_per_lane(dim);
     let (entry, lanes) = if split && !moments && dim <= MAX_SPLIT_DIM {
         let entry = if v4 {
             "mh_chain_split_v4"
@@ -196,14 +196,14 @@ pub fn fused(shape: Shape, moments: bool, scaled: bool, device: Device) -> Optio
         (entry, 2 * g)
     } else {
         let entry = match (quads, v4, moments) {
-            (q, true, false) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_v4",
-            (q, false, false) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2",
-            (q, true, true) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_v4_stats",
-            (q, false, true) if q <= mh::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_stats",
-            (q, true, false) if q <= mh::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_v4",
-            (q, false, false) if q <= mh::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8",
-            (q, true, true) if q <= mh::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_v4_stats",
-            (q, false, true) if q <= mh::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_stats",
+            (q, true, false) if q <= layout::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_v4",
+            (q, false, false) if q <= layout::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2",
+            (q, true, true) if q <= layout::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_v4_stats",
+            (q, false, true) if q <= layout::MAX_RESIDENT_QUADS_PER_LANE => "mh_chain_q2_stats",
+            (q, true, false) if q <= layout::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_v4",
+            (q, false, false) if q <= layout::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8",
+            (q, true, true) if q <= layout::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_v4_stats",
+            (q, false, true) if q <= layout::MAX_FUSED_QUADS_PER_LANE => "mh_chain_q8_stats",
             _ => return None,
         };
         (entry, g)
@@ -238,7 +238,7 @@ fn with_scales(entry: &'static str) -> &'static str {
 /// streamed in-kernel-RNG step with the non-finite counts, `_scaled` with per-dimension
 /// proposal scales; tiles as [`step`]'s.
 pub fn run_step(shape: Shape, scaled: bool, device: Device) -> Launch {
-    let v4 = shape.dim().is_multiple_of(mh::QUAD);
+    let v4 = shape.dim().is_multiple_of(layout::QUAD);
     let entry = match (v4, scaled) {
         (true, false) => "mh_run_step_v4",
         (false, false) => "mh_run_step",
@@ -303,7 +303,8 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::PTX_MODULES;
+    use crate::{PTX_MODULES, TargetKind};
+    use fused_mh_kernel::abi::ENTRY_BASES;
 
     const H200: Device = Device {
         sms: 132,
@@ -358,7 +359,7 @@ mod tests {
             ]
         );
         // The longer staged step assumes one warp per row.
-        assert_eq!(mh::group_width(260), WARP_SIZE);
+        assert_eq!(layout::group_width(260), WARP_SIZE);
     }
 
     #[test]
@@ -415,7 +416,7 @@ mod tests {
         assert_eq!(small(128, false), Some("mh_chain_split_v4"));
         assert_eq!(small(129, false), Some("mh_chain_q2"));
         assert_eq!(small(64, true), Some("mh_chain_q2_v4_stats"));
-        assert!(2 * mh::group_width(MAX_SPLIT_DIM) <= WARP_SIZE);
+        assert!(2 * layout::group_width(MAX_SPLIT_DIM) <= WARP_SIZE);
         // 4096 rows of 64 split: 16 lanes per row, 2048 warps, 512 blocks of 4 warps.
         let split = fused(shape(4096, 64), false, false, H200).expect("fits");
         assert_eq!((split.blocks, split.threads), (512, 128));
@@ -432,8 +433,23 @@ mod tests {
         assert_eq!(long(1025, true), "mh_run_step_scaled");
     }
 
-    /// Every name the dispatch can return, for a device with or without the staged steps.
+    /// Every exported name the dispatch can lead to, for a device with or without the staged
+    /// steps: a target kernel's name for every target (through the kernel crate's table).
     fn every_name(staged: bool) -> BTreeSet<&'static str> {
+        let mut exported = BTreeSet::new();
+        for name in every_dispatched_name(staged) {
+            match ENTRY_BASES.iter().position(|base| *base == name) {
+                Some(i) => exported.extend(TargetKind::ALL.iter().map(|k| k.entry_points()[i])),
+                None => {
+                    exported.insert(name);
+                }
+            }
+        }
+        exported
+    }
+
+    /// Every name the dispatch can return.
+    fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
         let device = Device { sms: 132, staged };
         let dims = (1..=1100).chain([4096, 4097]);
         let mut names = BTreeSet::new();
@@ -492,6 +508,13 @@ mod tests {
         );
         // The staged steps only where cp.async exists.
         assert!(!portable.iter().any(|n| n.contains("staged")));
-        assert!(newer.contains("mh_step_staged_q8_v4"));
+        assert!(newer.contains("mh_step_staged_q8_v4_gaussian"));
+        // Every target has every target kernel, in the table's order.
+        for kind in TargetKind::ALL {
+            assert_eq!(kind.entry_points().len(), ENTRY_BASES.len());
+            for (base, name) in ENTRY_BASES.iter().zip(kind.entry_points()) {
+                assert!(name.starts_with(base) && newer.contains(name), "{name}");
+            }
+        }
     }
 }

@@ -34,11 +34,16 @@ pub struct RunArgs {
     /// Distribution of generated initial states.
     #[arg(long, value_enum)]
     pub(crate) init_dist: Option<InitDist>,
-    /// Target mean: a `[dim]` .npy file or a number for every coordinate.
+    /// The target distribution, independent per coordinate: `gaussian` (--mu, --sigma), or
+    /// another of the README's table of targets (--mu, --sigma and its own parameters).
+    #[arg(long, default_value = "gaussian", value_parser = target_names())]
+    pub(crate) target: String,
+    /// Target location (the Gaussian's mean): a `[dim]` .npy file or a number for every
+    /// coordinate.
     #[arg(long, default_value = "0", allow_negative_numbers = true)]
     pub(crate) mu: OsString,
-    /// Target standard deviation: a `[dim]` .npy file or a number, in [6.9e-18, 1.4e17]
-    /// (2^-57 to 2^57, where the float32 arithmetic holds).
+    /// Target scale (the Gaussian's standard deviation): a `[dim]` .npy file or a number, in
+    /// [6.9e-18, 1.4e17] (2^-57 to 2^57, where the float32 arithmetic holds).
     #[arg(long, default_value = "1", allow_negative_numbers = true)]
     pub(crate) sigma: OsString,
     /// Steps of every chain (with --resume: steps more), after the --burn-in.
@@ -72,7 +77,8 @@ pub struct RunArgs {
     /// Continue the run in DIR: its final states, target, seed and step size, and its random
     /// stream from where it stopped (its summary's next_step).
     #[arg(long, value_name = "DIR", conflicts_with_all = [
-        "init", "batch", "dim", "init_dist", "mu", "sigma", "step_size", "seed", "noise",
+        "init", "batch", "dim", "init_dist", "target", "mu", "sigma", "step_size", "seed",
+        "noise",
     ])]
     pub(crate) resume: Option<PathBuf>,
     /// Stop as soon as every dimension's split nested R-hat (split R-hat with
@@ -170,4 +176,21 @@ impl RunArgs {
         }
         Ok(())
     }
+}
+
+impl RunArgs {
+    /// Every target parameter's option, by the parameter's name (`TargetKind::params`):
+    /// `mu` and `sigma` always have a value (their defaults), the others only when given.
+    pub(crate) fn target_params(&self) -> [(&'static str, Option<&OsString>); 2] {
+        [("mu", Some(&self.mu)), ("sigma", Some(&self.sigma))]
+    }
+}
+
+/// `--target`'s values: every target's name.
+fn target_names() -> clap::builder::PossibleValuesParser {
+    fused_mh::TargetKind::ALL
+        .iter()
+        .map(|k| k.name())
+        .collect::<Vec<_>>()
+        .into()
 }

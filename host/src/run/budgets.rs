@@ -68,7 +68,7 @@ pub fn disk_budget(shape: Shape, caller_noise: bool, plan: &RunPlan) -> Budget {
         b.add("nonfinite_count.npy", 8 * batch);
         b.add("null_move_count.npy", 8 * batch);
         b.add("mean.npy and var.npy", 16 * len)
-            .add("mu.npy and sigma.npy", 8 * dim);
+            .add("the target's parameters (mu.npy, ...)", 16 * dim);
         b.add("trace.npy", 4 * len * u128::from(plan.saves()));
     }
     b

@@ -6,7 +6,8 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
-use fused_mh::{Error, Shape, Target, host_memory};
+use fused_mh::kernel::target::inverse_square;
+use fused_mh::{Error, Shape, Target, TargetKind, host_memory};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xorshift::XorShiftRng;
@@ -15,7 +16,8 @@ use super::summary::{self, Resume};
 use super::{InitDist, RunArgs};
 use crate::npy::{self, Header};
 
-/// `--mu` / `--sigma`: a `.npy` file, or one number for every coordinate.
+/// A target parameter (`--mu`, `--sigma`, `--df`, ...): a `.npy` file, or one number for
+/// every coordinate.
 pub enum Param {
     File(PathBuf, Header),
     Scalar(f32),
@@ -59,13 +61,28 @@ pub enum Init {
 pub struct Plan {
     pub shape: Shape,
     pub init: Init,
-    pub mu: Param,
-    pub sigma: Param,
+    /// The target (`--target`, or the earlier run's on resume).
+    pub target: TargetKind,
+    /// Its parameters in `TargetKind::params` order.
+    pub params: Vec<TargetParam>,
     /// Caller-noise mode: the noise and the uniforms.
     pub noise: Option<[(PathBuf, Header); 2]>,
-    /// The `--mu` and `--sigma` texts for the summary (the earlier run's files on resume).
-    pub mu_text: String,
-    pub sigma_text: String,
+}
+
+/// One of the target's parameters, as the options give it.
+pub struct TargetParam {
+    pub name: &'static str,
+    pub value: Param,
+    /// The option's text for the summary and messages (the earlier run's file on resume).
+    pub text: String,
+}
+
+impl Plan {
+    /// The text of parameter `name` (empty if the target has none).
+    pub fn param_text(&self, name: &str) -> String {
+        let param = self.params.iter().find(|p| p.name == name);
+        param.map(|p| p.text.clone()).unwrap_or_default()
+    }
 }
 
 /// The checked inputs.
@@ -83,18 +100,51 @@ pub struct Inputs {
 impl Plan {
     /// Reads the headers and fixes the shape: every source of the dimension must agree.
     pub fn new(args: &RunArgs, resume: Option<&Resume>) -> Result<Self> {
-        let (mu_source, sigma_source, init_path) = match resume {
-            Some(r) => (
-                r.file("mu.npy").into_os_string(),
-                r.file("sigma.npy").into_os_string(),
-                Some(r.file("x.npy")),
-            ),
-            None => (args.mu.clone(), args.sigma.clone(), args.init.clone()),
+        let target = match resume {
+            Some(r) => TargetKind::from_name(&r.summary.target).with_context(|| {
+                format!(
+                    "--resume: the run's target {:?} is unknown",
+                    r.summary.target
+                )
+            })?,
+            None => TargetKind::from_name(&args.target).context("--target")?,
         };
-        let mu = Param::parse("--mu", &mu_source)?;
-        let sigma = Param::parse("--sigma", &sigma_source)?;
-        let text = |source: &OsStr| Path::new(source).display().to_string();
-        let (mu_text, sigma_text) = (text(&mu_source), text(&sigma_source));
+        let options = args.target_params();
+        if resume.is_none()
+            && let Some((name, _)) = options
+                .iter()
+                .find(|(name, given)| given.is_some() && !target.params().contains(name))
+        {
+            bail!(
+                "--{name} is not a parameter of --target {}: its parameters are {}",
+                target.name(),
+                target
+                    .params()
+                    .iter()
+                    .map(|p| format!("--{p}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+        let mut params = Vec::new();
+        for &name in target.params() {
+            let source = match resume {
+                Some(r) => r.file(&format!("{name}.npy")).into_os_string(),
+                None => match options.iter().find(|(option, _)| *option == name) {
+                    Some((_, Some(given))) => (*given).clone(),
+                    _ => bail!("--target {} needs --{name}", target.name()),
+                },
+            };
+            params.push(TargetParam {
+                name,
+                value: Param::parse(&format!("--{name}"), &source)?,
+                text: Path::new(&source).display().to_string(),
+            });
+        }
+        let init_path = match resume {
+            Some(r) => Some(r.file("x.npy")),
+            None => args.init.clone(),
+        };
         let init = match init_path {
             Some(path) => {
                 let header = npy::probe(&path)?;
@@ -112,9 +162,9 @@ impl Plan {
         if let Init::File(path, h) = &init {
             sources.push((path.display().to_string(), h.shape[1]));
         }
-        for (p, text) in [(&mu, &mu_text), (&sigma, &sigma_text)] {
-            if let Some(d) = p.dim() {
-                sources.push((text.clone(), d));
+        for p in &params {
+            if let Some(d) = p.value.dim() {
+                sources.push((p.text.clone(), d));
             }
         }
         if let Some(d) = args.dim {
@@ -148,11 +198,9 @@ impl Plan {
         Ok(Self {
             shape,
             init,
-            mu,
-            sigma,
+            target,
+            params,
             noise,
-            mu_text,
-            sigma_text,
         })
     }
 
@@ -162,8 +210,8 @@ impl Plan {
         if let Init::File(p, _) = &self.init {
             files.push(p.as_path());
         }
-        for p in [&self.mu, &self.sigma] {
-            if let Param::File(path, _) = p {
+        for p in &self.params {
+            if let Param::File(path, _) = &p.value {
                 files.push(path.as_path());
             }
         }
@@ -193,13 +241,16 @@ impl Plan {
             Param::Scalar(v) => Ok(host_memory::filled(what, dim, *v)?),
             Param::File(path, _) => read(path),
         };
-        let mu = vector(&self.mu, "mu")?;
-        let sigma = vector(&self.sigma, "sigma")?;
-        let target = Target::new(mu, sigma).map_err(|e| match e {
-            Error::NonFinite { what: "mu", .. } => {
-                anyhow::Error::new(e).context(format!("--mu {}", self.mu_text))
-            }
-            e => anyhow::Error::new(e).context(format!("--sigma {}", self.sigma_text)),
+        let mut values = Vec::new();
+        for p in &self.params {
+            values.push(vector(&p.value, p.name)?);
+        }
+        let target = Target::of_kind(self.target, values).map_err(|e| {
+            let name = match &e {
+                Error::InvalidParameter { param, .. } => *param,
+                _ => self.params[0].name,
+            };
+            anyhow::Error::new(e).context(format!("--{name} {}", self.param_text(name)))
         })?;
         let (x, init) = match &self.init {
             Init::File(path, _) => {
@@ -255,7 +306,8 @@ fn generate(
     let mut rng = XorShiftRng::seed_from_u64(seed ^ 0x1217);
     x.extend((0..shape.len()).map(|i| {
         let z: f32 = StandardNormal.sample(&mut rng);
-        target.mu()[i % dim] + spread * z / target.inv_var()[i % dim].sqrt()
+        let d = i % dim;
+        target.mu()[d] + spread * z / inverse_square(target.sigma()[d]).sqrt()
     }));
     if superchain_size > 1 {
         for chain in 0..shape.batch() {

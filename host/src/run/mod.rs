@@ -20,7 +20,8 @@
 //! - `null_move_count.npy` `[B]` u64: per chain, the null moves: steps whose proposal
 //!   rounded back to the state in float32 (accepted, no move), with their total and share in
 //!   the summary and a warning when a chain has more than 1 % of them;
-//! - `mu.npy`, `sigma.npy` `[dim]` f32: the target, so that `--resume DIR` needs nothing else;
+//! - `mu.npy`, `sigma.npy` and one file for each further parameter of the target, `[dim]`
+//!   f32: the target, so that `--resume DIR` needs nothing else;
 //! - `trace.npy` `[steps / thin, B, dim]` f32 with `--thin`: the state after every thin-th step;
 //! - with `--noise` and `--uniform` instead: `x_new.npy` and `accepted.npy` (bool) of exactly
 //!   one step of the reference semantics with those random numbers;
@@ -45,6 +46,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
 use fused_mh::diagnostics::{RHAT_THRESHOLD, SplitSchedule};
+use fused_mh::kernel::target::inverse_square;
 use fused_mh::{DiagnosticsPlan, Error, Gpu, RunPlan, StepConfig};
 
 pub use self::args::{InitDist, RunArgs};
@@ -199,7 +201,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         (Some(r), _) => r.summary.step_size,
         (None, Some(s)) => s,
         (None, None) => {
-            let max_inv_var = inputs.target.inv_var().iter().copied().fold(0.0, f32::max);
+            let sigma = inputs.target.sigma().iter().copied();
+            let max_inv_var = sigma.map(inverse_square).fold(0.0, f32::max);
             2.38 / (shape.dim() as f32).sqrt() / max_inv_var.sqrt()
         }
     };
@@ -270,8 +273,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         steps_per_launch: None,
         thin: None,
         init: inputs.init.clone(),
-        mu: plan.mu_text.clone(),
-        sigma: plan.sigma_text.clone(),
+        target: plan.target.name().into(),
+        mu: plan.param_text("mu"),
+        sigma: plan.param_text("sigma"),
+        other_params: plan
+            .params
+            .iter()
+            .skip(2)
+            .map(|p| (p.name.to_string(), p.text.clone()))
+            .collect(),
         resumed_from: resume.as_ref().map(|r| r.dir.display().to_string()),
         accepted_total: 0,
         converged: None,
@@ -362,14 +372,16 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "var.npy",
             npy::write(&out.path("var.npy"), &[b, d], &stats.var)?,
         );
-        write(
-            "mu.npy",
-            npy::write(&out.path("mu.npy"), &[d], inputs.target.mu())?,
-        );
-        write(
-            "sigma.npy",
-            npy::write(&out.path("sigma.npy"), &[d], inputs.target.sigma())?,
-        );
+        let param_files: Vec<String> = (plan.target.params().iter())
+            .map(|p| format!("{p}.npy"))
+            .collect();
+        for (file, &name) in param_files.iter().zip(plan.target.params()) {
+            let values = inputs
+                .target
+                .param(name)
+                .context("the target's parameters")?;
+            write(file, npy::write(&out.path(file), &[d], values)?);
+        }
         if let Some(digest) = trace_digest {
             write("trace.npy", digest);
         }
@@ -378,7 +390,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             .into_iter()
             .chain(["null_move_count.npy"])
             .chain(["mean.npy", "var.npy"])
-            .chain(["mu.npy", "sigma.npy"])
+            .chain(param_files.iter().map(String::as_str))
             .chain(args.thin.map(|_| "trace.npy"))
             .map(String::from)
             .collect();

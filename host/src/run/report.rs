@@ -118,15 +118,17 @@ pub fn describe(
     let _ = writeln!(
         text,
         "{:>5} {:>12} {:>12} {:>12} {:>12} {:>9} {:>10}",
-        "dim", "mean", "mu", "variance", "sigma^2", "R-hat", "ESS"
+        "dim", "mean", "exact mean", "variance", "exact var", "R-hat", "ESS"
     );
+    let exact = target.moments();
     for &j in order.iter().take(SHOWN) {
         let means = (0..b).map(|c| stats.mean[c * d + j]);
         let pooled = means.clone().sum::<f64>() / b as f64;
         // Total variance over all chains and steps: within-chain plus between-chain.
         let within = (0..b).map(|c| stats.var[c * d + j]).sum::<f64>() / b as f64;
         let between = means.map(|m| (m - pooled).powi(2)).sum::<f64>() / b as f64;
-        let sigma2 = 1.0 / f64::from(target.inv_var()[j]);
+        let (exact_mean, exact_var) = exact[j];
+        let shown = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.5}"));
         let (rhat, ess) = summary.diagnostics.as_ref().map_or_else(
             || ("-".to_string(), "-".to_string()),
             |d| {
@@ -138,12 +140,12 @@ pub fn describe(
         );
         let _ = writeln!(
             text,
-            "{:>5} {:>12.5} {:>12.5} {:>12.5} {:>12.5} {:>9} {:>10}",
+            "{:>5} {:>12.5} {:>12} {:>12.5} {:>12} {:>9} {:>10}",
             j,
             pooled,
-            target.mu()[j],
+            shown(exact_mean),
             within + between,
-            sigma2,
+            shown(exact_var),
             rhat,
             ess
         );

@@ -50,8 +50,14 @@ pub struct Summary {
     pub steps_per_launch: Option<u32>,
     pub thin: Option<u64>,
     pub init: String,
+    /// The target's name (`--target`; runs written before targets had names: the Gaussian).
+    #[serde(default = "gaussian")]
+    pub target: String,
     pub mu: String,
     pub sigma: String,
+    /// The target's parameters beyond `mu` and `sigma`, by name: the option texts.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub other_params: BTreeMap<String, String>,
     /// The run this one continues (`--resume DIR`).
     pub resumed_from: Option<String>,
     /// Accepted steps over all chains (64-bit: it passes 2^32 in ordinary runs).
@@ -248,7 +254,7 @@ pub struct Resume {
 impl Resume {
     /// Checks that `dir` holds a finished run (not a caller-noise step) that can be continued,
     /// and that it is the run its summary describes: every `.npy` file it lists has the shape
-    /// the summary implies; the files a resume reads (`x.npy`, `mu.npy`, `sigma.npy`) have the
+    /// the summary implies; the files a resume reads (`x.npy` and the target's, `mu.npy`, `sigma.npy`, ...) have the
     /// digests recorded when they were written; the step size and scales are usable; and the
     /// stream position follows from the steps the run drew (an edited `next_step` would replay
     /// or skip random numbers).
@@ -262,11 +268,18 @@ impl Resume {
             );
         }
         let (b, d) = (summary.batch, summary.dim);
+        let Some(target) = fused_mh::TargetKind::from_name(&summary.target) else {
+            bail!(
+                "--resume {shown}: {SUMMARY} names an unknown target {:?}",
+                summary.target
+            );
+        };
+        let param_files: Vec<String> = target.params().iter().map(|p| format!("{p}.npy")).collect();
         let saves = summary.thin.filter(|&t| t > 0).map(|t| summary.steps / t);
         for file in summary.files.iter().filter(|f| f.ends_with(".npy")) {
             let want: Vec<usize> = match file.as_str() {
                 "x.npy" | "mean.npy" | "var.npy" => vec![b, d],
-                "mu.npy" | "sigma.npy" => vec![d],
+                f if param_files.iter().any(|p| p == f) => vec![d],
                 "trace.npy" => vec![saves.unwrap_or(0) as usize, b, d],
                 _ => vec![b],
             };
@@ -280,7 +293,7 @@ impl Resume {
                 );
             }
         }
-        for file in ["x.npy", "mu.npy", "sigma.npy"] {
+        for file in std::iter::once("x.npy").chain(param_files.iter().map(String::as_str)) {
             if !summary.files.iter().any(|f| f == file) {
                 bail!("--resume {shown}: {SUMMARY} lists no {file}");
             }
@@ -354,4 +367,10 @@ pub struct Stats {
     pub null_moves: Vec<u64>,
     pub mean: Vec<f64>,
     pub var: Vec<f64>,
+}
+
+/// The target of a summary that names none: the Gaussian (the only one before targets had
+/// names).
+fn gaussian() -> String {
+    fused_mh::TargetKind::Gaussian.name().into()
 }

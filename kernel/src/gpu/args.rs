@@ -2,7 +2,8 @@
 
 use crate::gpu::device::memory::{load_quad, load_shared_v4, store_quad, store_shared_v4};
 use crate::gpu::device::thread::{block_dim_x, thread_idx_x};
-use crate::mh::{self, QUAD, WARP_SIZE};
+use crate::layout::{self, QUAD, WARP_SIZE};
+use crate::target::Target;
 use core::arch::asm;
 use core::arch::nvptx;
 
@@ -12,8 +13,8 @@ pub(crate) struct StepArgs {
     pub(crate) x: *const f32,
     pub(crate) x_new: *mut f32,
     pub(crate) accepted: *mut u8,
-    pub(crate) mu: *const f32,
-    pub(crate) inv_var: *const f32,
+    /// `[T::ARRAYS, dim]` f32: the target's arrays, packed (see [`crate::target`]).
+    pub(crate) target: *const f32,
     pub(crate) batch: usize,
     pub(crate) dim: usize,
     pub(crate) step_size: f32,
@@ -29,13 +30,16 @@ pub(crate) struct StepArgs {
     pub(crate) tile_rows: usize,
 }
 
-/// Bytes of shared memory per target quad: its 4 `mu` and its 4 `inv_var`.
-pub(crate) const TARGET_QUAD_BYTES: u32 = 2 * 16;
+/// Bytes of shared memory per target quad: one 16-byte quad of each of its arrays.
+const fn target_quad_bytes<T: Target>() -> u32 {
+    16 * T::ARRAYS as u32
+}
 
 impl StepArgs {
-    /// Copies the target (`mu`, `inv_var`, zero-padded to whole quads) into the block's shared
-    /// memory and returns the copy's address, for the register-resident kernels (rows of at most
-    /// `Q * 32` quads). Every thread of the block must call this, once, at the start.
+    /// Copies the target's arrays (zero-padded to whole quads) into the block's shared memory,
+    /// quad by quad (quad `q`'s arrays side by side), and returns the copy's address, for the
+    /// register-resident kernels (rows of at most `Q * 32` quads). Every thread of the block
+    /// must call this, once, at the start.
     ///
     /// Why: every row reads the whole target. From global memory those reads are L1 hits that
     /// share the L1TEX pipeline with the stream of `x` misses and need 64-bit addresses held in
@@ -50,30 +54,31 @@ impl StepArgs {
     /// `quads_per_row(dim) <= Q * 32`, `V4` only if `dim % 4 == 0`, and all threads of the
     /// block call it (it ends with a block barrier).
     #[inline(always)]
-    pub(crate) unsafe fn stage_target<const Q: usize, const V4: bool>(&self) -> u32 {
+    pub(crate) unsafe fn stage_target<T: Target, const Q: usize, const V4: bool>(&self) -> u32 {
         let base: u32;
         // SAFETY: declares a block-shared array and takes its address; no memory is touched.
         unsafe {
             asm!("{{ .shared .align 16 .b8 fused_mh_target[{bytes}]; mov.u32 {base}, fused_mh_target; }}",
-                 bytes = const Q * WARP_SIZE * TARGET_QUAD_BYTES as usize,
+                 bytes = const Q * WARP_SIZE * target_quad_bytes::<T>() as usize,
                  base = out(reg32) base, options(nostack));
         }
-        let n_quads = mh::quads_per_row(self.dim);
+        let n_quads = layout::quads_per_row(self.dim);
         let mut q = thread_idx_x();
-        // The whole array, zeros past the row: a quad past the row then has 1/sigma^2 = 0 and
-        // adds exactly nothing to `log alpha`, so lanes may compute it instead of branching.
+        // The whole array, zeros past the row: a quad of zeros adds exactly nothing to the
+        // terms (the `Target` contract), so lanes may compute it instead of branching.
         while q < Q * WARP_SIZE {
-            // SAFETY: q < Q * 32, the array's length in quads; inside the target if q < n_quads;
-            // quad q is this thread's alone until the barrier.
-            unsafe {
-                let (mu, inv_var) = if q < n_quads {
-                    self.target_quad::<V4>(q)
-                } else {
-                    ([0.0; 4], [0.0; 4])
-                };
-                let at = base + q as u32 * TARGET_QUAD_BYTES;
-                store_shared_v4(at, mu);
-                store_shared_v4(at + 16, inv_var);
+            let at = base + q as u32 * target_quad_bytes::<T>();
+            for k in 0..T::ARRAYS {
+                // SAFETY: q < Q * 32, the array's length in quads; inside the target if
+                // q < n_quads; quad q is this thread's alone until the barrier.
+                unsafe {
+                    let array = if q < n_quads {
+                        self.target_array_quad::<T, V4>(k, q)
+                    } else {
+                        [0.0; 4]
+                    };
+                    store_shared_v4(at + 16 * k as u32, array);
+                }
             }
             q += block_dim_x();
         }
@@ -97,7 +102,7 @@ impl StepArgs {
                  bytes = const Q * WARP_SIZE * 16,
                  base = out(reg32) base, options(nostack));
         }
-        let n_quads = mh::quads_per_row(self.dim);
+        let n_quads = layout::quads_per_row(self.dim);
         let mut q = thread_idx_x();
         while q < Q * WARP_SIZE {
             // SAFETY: q < Q * 32, the array's length in quads; inside `scale` if q < n_quads;
@@ -154,37 +159,42 @@ impl StepArgs {
     #[inline(always)]
     unsafe fn scale_quad<const V4: bool>(&self, q: usize) -> [f32; 4] {
         // SAFETY: the quad lies inside scale (length dim), 16-byte aligned as the target's.
-        unsafe { load_quad::<V4>(self.scale.add(QUAD * q), mh::valid_in_quad(self.dim, q)) }
+        unsafe { load_quad::<V4>(self.scale.add(QUAD * q), layout::valid_in_quad(self.dim, q)) }
     }
 
     /// Quad `q` of the target from the shared copy at `base` (see [`Self::stage_target`]);
     /// zeros past the row.
     ///
     /// # Safety
-    /// `base` comes from `stage_target::<Q, _>` in this launch and `q < Q * 32`.
+    /// `base` comes from `stage_target::<T, Q, _>` in this launch and `q < Q * 32`.
     #[inline(always)]
-    pub(crate) unsafe fn shared_target_quad(base: u32, q: usize) -> ([f32; 4], [f32; 4]) {
-        let at = base + q as u32 * TARGET_QUAD_BYTES;
+    pub(crate) unsafe fn shared_target_quad<T: Target>(base: u32, q: usize) -> T::Quad {
+        let at = base + q as u32 * target_quad_bytes::<T>();
         // SAFETY: inside the staged array, written before the barrier.
-        unsafe { (load_shared_v4(at), load_shared_v4(at + 16)) }
+        T::quad(|k| unsafe { load_shared_v4(at + 16 * k as u32) })
     }
 
-    /// The target's `(mu, inv_var)` for quad `q`, zero-padded past `dim` (so the padded
-    /// elements' terms vanish, see [`mh::add_quad_terms`]).
+    /// The target's quad `q`, zero-padded past `dim` (so the padded elements' terms vanish).
     ///
     /// # Safety
     /// `q < quads_per_row(dim)`, and `V4` only if `dim % 4 == 0`.
     #[inline(always)]
-    pub(crate) unsafe fn target_quad<const V4: bool>(&self, q: usize) -> ([f32; 4], [f32; 4]) {
-        let valid = mh::valid_in_quad(self.dim, q);
-        // SAFETY: the quad lies inside mu and inv_var, both of length dim; buffers from
-        // cuMemAlloc are 256-byte aligned, so quads are 16-byte aligned.
-        unsafe {
-            (
-                load_quad::<V4>(self.mu.add(QUAD * q), valid),
-                load_quad::<V4>(self.inv_var.add(QUAD * q), valid),
-            )
-        }
+    pub(crate) unsafe fn target_quad<T: Target, const V4: bool>(&self, q: usize) -> T::Quad {
+        // SAFETY: forwarded.
+        T::quad(|k| unsafe { self.target_array_quad::<T, V4>(k, q) })
+    }
+
+    /// Quad `q` of the target's array `k`, zero-padded past `dim`.
+    ///
+    /// # Safety
+    /// As [`Self::target_quad`], and `k < T::ARRAYS`.
+    #[inline(always)]
+    unsafe fn target_array_quad<T: Target, const V4: bool>(&self, k: usize, q: usize) -> [f32; 4] {
+        let valid = layout::valid_in_quad(self.dim, q);
+        // SAFETY: the quad lies inside array k (`dim` floats from `k * dim`); buffers from
+        // cuMemAlloc are 256-byte aligned and, with V4, `dim % 4 == 0`, so quads are 16-byte
+        // aligned.
+        unsafe { load_quad::<V4>(self.target.add(k * self.dim + QUAD * q), valid) }
     }
 
     /// Quad `q` of the current state of the row that starts at element `offset`.
@@ -198,7 +208,7 @@ impl StepArgs {
         unsafe {
             load_quad::<V4>(
                 self.x.add(offset + QUAD * q),
-                mh::valid_in_quad(self.dim, q),
+                layout::valid_in_quad(self.dim, q),
             )
         }
     }
@@ -214,7 +224,7 @@ impl StepArgs {
             store_quad::<V4>(
                 self.x_new.add(offset + QUAD * q),
                 v,
-                mh::valid_in_quad(self.dim, q),
+                layout::valid_in_quad(self.dim, q),
             )
         }
     }

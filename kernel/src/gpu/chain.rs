@@ -6,15 +6,17 @@ use crate::gpu::device::sfu::{count_not_finite, count_zero};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::{ballot_decision, group_sum, segment_total, shfl_idx, shfl_xor};
 use crate::gpu::step::accept_sum;
+use crate::layout::{self, QUAD, WARP_SIZE};
 use crate::math::fma;
-use crate::mh::{self, QUAD, WARP_SIZE};
+use crate::mh;
 use crate::philox::Key;
 use crate::rng;
+use crate::target::Target;
 
 /// The sum of [`group_sum`] for a row whose group's quads are split over `2 g` lanes (the
 /// `_split` fused kernels): lane `j < g` holds the first quad of the group's lane `j`, lane
 /// `j + g` its second. `first` is the lane's own quad's terms added to 0; `x`, `p` and
-/// `(mu, inv_var)` that quad.
+/// the target's quad.
 ///
 /// The single step's lane `j` adds its two quads' terms in one chain, first quad then second,
 /// and the split keeps that order to the bit: lane `j` passes its chain to lane `j + g`
@@ -27,16 +29,16 @@ use crate::rng;
 /// All 32 lanes of the warp call this together, with the same `g` (a warp collective, see
 /// [`crate::gpu::device::warp`]).
 #[inline(always)]
-pub(crate) unsafe fn split_sum(
+pub(crate) unsafe fn split_sum<T: Target>(
     first: f32,
     x: [f32; 4],
     p: [f32; 4],
-    target: ([f32; 4], [f32; 4]),
+    target: &T::Quad,
     g: usize,
 ) -> f32 {
     // SAFETY: the whole warp is here (the contract).
     unsafe {
-        let chained = mh::add_quad_terms(shfl_xor(first, g as u32), x, p, target.0, target.1);
+        let chained = T::add_quad_terms(shfl_xor(first, g as u32), x, p, target);
         segment_total(chained, g)
     }
 }
@@ -110,6 +112,7 @@ pub(crate) struct ChainArgs {
 /// [`ChainArgs`] as long as it says, and every trace slot written inside the buffer.
 #[inline(always)]
 pub(crate) unsafe fn chain_rows<
+    T: Target,
     const Q: usize,
     const V4: bool,
     const STATS: bool,
@@ -119,7 +122,7 @@ pub(crate) unsafe fn chain_rows<
     args: &StepArgs,
     chain: &ChainArgs,
 ) {
-    let g = mh::group_width(args.dim);
+    let g = layout::group_width(args.dim);
     // Lanes per row: the group's `g`, or `2 g` with its quads split (see `split_sum`).
     let lanes = if SPLIT { 2 * g } else { g };
     let rows_at_once = WARP_SIZE / lanes;
@@ -137,12 +140,12 @@ pub(crate) unsafe fn chain_rows<
     let warps_per_block = block_dim_x() / WARP_SIZE;
     let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
     let row_stride = grid_dim_x() * warps_per_block * rows_at_once;
-    let n_quads = mh::quads_per_row(args.dim);
+    let n_quads = layout::quads_per_row(args.dim);
     // SAFETY: Q >= quads_per_lane(dim), so at most Q * 32 quads; every thread is here.
-    let target = unsafe { args.stage_target::<Q, V4>() };
+    let target = unsafe { args.stage_target::<T, Q, V4>() };
     // A lane owns the same quads of every row, so its proposal scales are the same for the
     // whole launch: in registers when it owns few quads, else staged in shared memory.
-    let scales_in_registers = Q <= mh::MAX_RESIDENT_QUADS_PER_LANE;
+    let scales_in_registers = Q <= layout::MAX_RESIDENT_QUADS_PER_LANE;
     let scales = if SCALED && !scales_in_registers {
         // SAFETY: as above; the `_scaled` kernels get `dim` scales.
         unsafe { args.stage_scales::<Q, V4>() }
@@ -181,13 +184,13 @@ pub(crate) unsafe fn chain_rows<
         // `row_resident`); the first `MAX_RESIDENT_QUADS_PER_LANE` always (for the Q2 kernels
         // that wastes work only on rows of at most 4 elements), which keeps the hot loop free
         // of branches.
-        let computed = |k: usize| k < mh::MAX_RESIDENT_QUADS_PER_LANE || k * g < n_quads;
+        let computed = |k: usize| k < layout::MAX_RESIDENT_QUADS_PER_LANE || k * g < n_quads;
         let draw =
             |k: usize, draws: &rng::StepDraws| draws.normal_quad(row as u32, quad_of(k) as u32);
         // With few quads per lane, the next step's normals are drawn during this step's sum
         // (below); with many, the lane has independent work enough, and the registers are
         // needed elsewhere (the Q8 kernels with moments would spill).
-        let pipelined = Q <= mh::MAX_RESIDENT_QUADS_PER_LANE;
+        let pipelined = Q <= layout::MAX_RESIDENT_QUADS_PER_LANE;
         let mut eps = [[0.0f32; 4]; Q];
         for (k, e) in eps.iter_mut().enumerate() {
             if pipelined && computed(k) {
@@ -237,13 +240,13 @@ pub(crate) unsafe fn chain_rows<
             };
             let mut ps = [[0.0f32; 4]; Q];
             let mut partial = 0.0f32;
-            let mut first_target = ([0.0f32; 4], [0.0f32; 4]);
+            let mut first_target = T::quad(|_| [0.0f32; 4]);
             for k in 0..Q {
                 if computed(k) {
                     // SAFETY: q < Q * 32, and `target` is the staged copy.
-                    let (mu, inv_var) = unsafe { StepArgs::shared_target_quad(target, quad_of(k)) };
+                    let quad = unsafe { StepArgs::shared_target_quad::<T>(target, quad_of(k)) };
                     if k == 0 {
-                        first_target = (mu, inv_var);
+                        first_target = quad;
                     }
                     if !pipelined {
                         eps[k] = draw(k, &draws);
@@ -255,7 +258,7 @@ pub(crate) unsafe fn chain_rows<
                         lane_scales[k]
                     };
                     ps[k] = mh::propose_scaled(xs[k], eps[k], scale);
-                    partial = mh::add_quad_terms(partial, xs[k], ps[k], mu, inv_var);
+                    partial = T::add_quad_terms(partial, xs[k], ps[k], &quad);
                 }
             }
             // The next step's normals do not depend on this step's decision: drawing them here
@@ -269,10 +272,11 @@ pub(crate) unsafe fn chain_rows<
             // lane (from `dim`).
             let (accept, total) = unsafe {
                 if SPLIT {
-                    let total = split_sum(partial, xs[0], ps[0], first_target, g);
+                    let total =
+                        T::row_total(split_sum::<T>(partial, xs[0], ps[0], &first_target, g));
                     (ballot_decision(accept_sum(total, slot), decider_bit), total)
                 } else {
-                    let total = group_sum(partial, g);
+                    let total = T::row_total(group_sum(partial, g));
                     (accept_sum(total, slot), total)
                 }
             };
@@ -308,7 +312,7 @@ pub(crate) unsafe fn chain_rows<
                             store_quad::<V4>(
                                 chain.trace.add(at),
                                 *x,
-                                mh::valid_in_quad(args.dim, quad_of(k)),
+                                layout::valid_in_quad(args.dim, quad_of(k)),
                             )
                         };
                     }
@@ -340,7 +344,7 @@ pub(crate) unsafe fn chain_rows<
             for k in 0..Q {
                 if owned(k) {
                     let q = quad_of(k);
-                    let valid = mh::valid_in_quad(args.dim, q);
+                    let valid = layout::valid_in_quad(args.dim, q);
                     // A constant trip count: `mean[k][i]` stays in registers.
                     for i in 0..QUAD {
                         if i >= valid {
@@ -366,11 +370,14 @@ pub(crate) unsafe fn chain_rows<
     }
 }
 
-/// Defines one fused entry point: `Q` quads per lane, `V4` for 16-byte loads, `STATS` for the
-/// running moments, `SPLIT` for a row's quads spread over twice the lanes, `SCALED` for
-/// per-dimension proposal scales (see `chain_rows`).
-macro_rules! chain_entry_point {
-    ($q:expr, $v4:literal, $stats:literal, $split:literal, $scaled:literal, $name:ident) => {
+/// The fused kernel family: one entry point for one target, `Q` quads per lane, `V4` for
+/// 16-byte loads, `STATS` for the running moments, `SPLIT` for a row's quads spread over twice
+/// the lanes, `SCALED` for per-dimension proposal scales (see `chain_rows`). Only runs with a
+/// preconditioner launch the `SCALED` ones, so the others keep the step size in a register.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! mh_family_chain {
+    ($name:ident, $export:expr, $target:ty, $q:expr, $v4:literal, $stats:literal, $split:literal, $scaled:literal) => {
         /// `steps` Metropolis–Hastings steps of every chain in one launch, random numbers drawn
         /// in the kernel, the state kept in registers (see `chain_rows`).
         ///
@@ -381,7 +388,7 @@ macro_rules! chain_entry_point {
         ///   added.
         /// - `null_count`: `[batch]` u32, each row's null moves (the proposal rounded back to
         ///   the state) added by the `_stats` kernels (the others never touch it).
-        /// - `mu`, `inv_var`, `batch`, `dim`, `step_size`, `seed`: as the single step.
+        /// - `target`, `batch`, `dim`, `step_size`, `seed`: as the single step.
         /// - `scale`: `[dim]` f32 per-dimension proposal scales, read by the `_scaled` kernels
         ///   in place of `step_size` (null for the others).
         /// - `first_step`, `steps`: the step counter of the first step, and how many.
@@ -394,14 +401,13 @@ macro_rules! chain_entry_point {
         /// # Safety
         /// As the single step's entry points for this variant, plus the buffers above with
         /// the lengths above, and enough trace slots for every save of the launch.
-        #[unsafe(no_mangle)]
+        #[unsafe(export_name = $export)]
         pub unsafe extern "ptx-kernel" fn $name(
             x: *mut f32,
             accepted_count: *mut u32,
             nonfinite_count: *mut u32,
             null_count: *mut u32,
-            mu: *const f32,
-            inv_var: *const f32,
+            target: *const f32,
             batch: u64,
             dim: u64,
             step_size: f32,
@@ -416,12 +422,12 @@ macro_rules! chain_entry_point {
             thin: u32,
             trace_first: u32,
         ) {
+            use $crate::gpu::{args::StepArgs, chain};
             let args = StepArgs {
                 x,
                 x_new: x,
                 accepted: core::ptr::null_mut(),
-                mu,
-                inv_var,
+                target,
                 batch: batch as usize,
                 dim: dim as usize,
                 step_size,
@@ -430,8 +436,8 @@ macro_rules! chain_entry_point {
                 null_moves: core::ptr::null_mut(),
                 tile_rows: 0,
             };
-            let chain = ChainArgs {
-                key: rng::key(seed),
+            let chain_args = chain::ChainArgs {
+                key: $crate::rng::key(seed),
                 first_step,
                 steps,
                 accepted_count,
@@ -445,42 +451,12 @@ macro_rules! chain_entry_point {
                 trace_first,
             };
             // SAFETY: forwarded from this function's contract.
-            unsafe { chain_rows::<{ $q }, $v4, $stats, $split, $scaled>(&args, &chain) }
+            unsafe {
+                chain::chain_rows::<$target, { $q }, $v4, $stats, $split, $scaled>(
+                    &args,
+                    &chain_args,
+                )
+            }
         }
     };
 }
-
-// Ten fused entry points, and the same ten with per-dimension proposal scales (`_scaled`):
-// only runs with a preconditioner launch those, so the others keep the step size in a register.
-macro_rules! chain_entry_points {
-    ($q2:expr, $q8:expr) => {
-        chain_entry_point!($q2, true, false, false, false, mh_chain_q2_v4);
-        chain_entry_point!($q2, false, false, false, false, mh_chain_q2);
-        chain_entry_point!($q8, true, false, false, false, mh_chain_q8_v4);
-        chain_entry_point!($q8, false, false, false, false, mh_chain_q8);
-        chain_entry_point!($q2, true, true, false, false, mh_chain_q2_v4_stats);
-        chain_entry_point!($q2, false, true, false, false, mh_chain_q2_stats);
-        chain_entry_point!($q8, true, true, false, false, mh_chain_q8_v4_stats);
-        chain_entry_point!($q8, false, true, false, false, mh_chain_q8_stats);
-        // Rows of at most 128 elements with each group's two quads per lane spread over twice
-        // the lanes: twice the warps for small batches (see `split_sum`), chosen by the host.
-        chain_entry_point!(1, true, false, true, false, mh_chain_split_v4);
-        chain_entry_point!(1, false, false, true, false, mh_chain_split);
-
-        chain_entry_point!($q2, true, false, false, true, mh_chain_q2_v4_scaled);
-        chain_entry_point!($q2, false, false, false, true, mh_chain_q2_scaled);
-        chain_entry_point!($q8, true, false, false, true, mh_chain_q8_v4_scaled);
-        chain_entry_point!($q8, false, false, false, true, mh_chain_q8_scaled);
-        chain_entry_point!($q2, true, true, false, true, mh_chain_q2_v4_stats_scaled);
-        chain_entry_point!($q2, false, true, false, true, mh_chain_q2_stats_scaled);
-        chain_entry_point!($q8, true, true, false, true, mh_chain_q8_v4_stats_scaled);
-        chain_entry_point!($q8, false, true, false, true, mh_chain_q8_stats_scaled);
-        chain_entry_point!(1, true, false, true, true, mh_chain_split_v4_scaled);
-        chain_entry_point!(1, false, false, true, true, mh_chain_split_scaled);
-    };
-}
-
-chain_entry_points!(
-    mh::MAX_RESIDENT_QUADS_PER_LANE,
-    mh::MAX_FUSED_QUADS_PER_LANE
-);

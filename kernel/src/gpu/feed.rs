@@ -10,7 +10,7 @@ use crate::gpu::row::{LaneRow, QuadInput};
 /// (software pipelining: without it each warp waited for its loads, and the H200 ran the step
 /// at 67 % of the copy bandwidth).
 pub(crate) trait RowFeed<N: Noise, const Q: usize> {
-    /// Lanes per row when the feed fixes it at compile time (0: `mh::group_width(dim)`).
+    /// Lanes per row when the feed fixes it at compile time (0: `layout::group_width(dim)`).
     const GROUP: usize = 0;
     /// Whether the warps' rows are interleaved (see `step_tiles`; only with `GROUP == 32`).
     /// Makes the row loaded by the last [`RowFeed::load_next`] the current one, then issues the

@@ -7,7 +7,7 @@
 //! streaming multiprocessor (SM). Threads are scheduled in *warps* of 32 that issue one
 //! instruction at a time together, so the natural unit of cooperation is the warp: its lanes
 //! can exchange registers directly with a shuffle, with no shared memory and no barrier. Here a
-//! *group* of `G` consecutive lanes owns a row (a chain; `G` from [`mh::group_width`], 8 for
+//! *group* of `G` consecutive lanes owns a row (a chain; `G` from [`layout::group_width`], 8 for
 //! dim 64, 32 for dim 256 and up): the lanes load the row's quads side by side, so each load
 //! instruction of the warp touches consecutive addresses (*coalesced*), sum their parts of
 //! `log alpha`, and combine the partial sums with `log2 G` shuffles. A warp holds `32 / G` rows
@@ -17,7 +17,8 @@
 //! # The files, in reading order
 //! - [`device`]: threads, warps, memory and the special function units.
 //! - [`philox_many`]: the simplest kernel — one thread per Philox block, grid-stride.
-//! - [`lessons`]: the step written five ways, from one thread per row to the production step.
+//! - [`lessons`]: the step written four simpler ways, from one thread per row toward the
+//!   production step.
 //! - [`noise`], [`args`], [`row`], [`feed`] (and `shared_feed` on sm_80): what one step reads
 //!   (random numbers, the buffers), a lane's part of a row, and where a lane's rows come from.
 //! - [`step`]: the single step (register-resident and streamed rows) and [`entries`], its
@@ -26,7 +27,7 @@
 //! - [`stats`]: the statistics kernel for rows too long for the fused kernel, the diagnostics'
 //!   sums, and the merge of two samples' moments.
 //!
-//! [`mh::group_width`]: crate::mh::group_width
+//! [`layout::group_width`]: crate::layout::group_width
 
 pub mod args;
 pub mod chain;

@@ -1,7 +1,7 @@
 //! Where a step's random numbers come from: drawn in the kernel, or read from the caller.
 
 use crate::gpu::device::memory::load_quad;
-use crate::mh::QUAD;
+use crate::layout::QUAD;
 use crate::rng;
 
 /// Where a step's random numbers come from: drawn in the kernel, or read from the caller.

@@ -2,26 +2,25 @@
 
 use crate::gpu::args::StepArgs;
 use crate::gpu::noise::Noise;
+use crate::layout;
 use crate::mh;
+use crate::target::Target;
 
 /// Pass 1 for one quad, from its loaded inputs (`x` and what [`Noise::fetch`] returned): the
 /// normals, the proposal with the quad's `scale` ([`StepArgs::proposal_scale`]), and the quad's
 /// terms added to the lane's `partial` sum. Returns `(p, partial)`.
 #[inline(always)]
-pub(crate) fn propose_quad<N: Noise>(
+pub(crate) fn propose_quad<T: Target, N: Noise>(
     noise: &N,
     row: u32,
     q: usize,
     input: QuadInput,
-    (target, scale): (([f32; 4], [f32; 4]), [f32; 4]),
+    (target, scale): (T::Quad, [f32; 4]),
     partial: f32,
 ) -> ([f32; 4], f32) {
     let eps = noise.normals(input.fetched, row, q);
     let p = mh::propose_scaled(input.x, eps, scale);
-    (
-        p,
-        mh::add_quad_terms(partial, input.x, p, target.0, target.1),
-    )
+    (p, T::add_quad_terms(partial, input.x, p, &target))
 }
 
 /// What a lane loads for one quad of a row before computing: the state, and the fetched noise.
@@ -53,7 +52,7 @@ impl QuadInput {
         unsafe {
             QuadInput {
                 x: args.x_quad::<V4>(offset, q),
-                fetched: noise.fetch::<V4>(offset, q, mh::valid_in_quad(args.dim, q)),
+                fetched: noise.fetch::<V4>(offset, q, layout::valid_in_quad(args.dim, q)),
             }
         }
     }
@@ -80,7 +79,7 @@ impl<const Q: usize> LaneRow<Q> {
         lane_in_group: usize,
         g: usize,
     ) -> Self {
-        let n_quads = mh::quads_per_row(args.dim);
+        let n_quads = layout::quads_per_row(args.dim);
         let mut quads = [QuadInput::ZERO; Q];
         for (k, input) in quads.iter_mut().enumerate() {
             let q = lane_in_group + k * g;

@@ -3,7 +3,6 @@
 
 use core::arch::asm;
 
-use crate::STAGED_WARPS_PER_BLOCK;
 use crate::gpu::args::StepArgs;
 use crate::gpu::device::memory::{
     copy_async_commit, copy_async_v4, copy_async_wait_for_previous, load_shared_v4, store_shared_v4,
@@ -12,7 +11,8 @@ use crate::gpu::device::thread::{lane_id, thread_idx_x};
 use crate::gpu::feed::RowFeed;
 use crate::gpu::noise::PhiloxNoise;
 use crate::gpu::row::QuadInput;
-use crate::mh::{self, QUAD, WARP_SIZE};
+use crate::layout::STAGED_WARPS_PER_BLOCK;
+use crate::layout::{self, QUAD, WARP_SIZE};
 
 /// Rows loaded ahead into shared memory by asynchronous copies (sm_80 and later), two buffers
 /// per warp: the row being computed and the next one, in flight.
@@ -64,8 +64,12 @@ impl<const Q: usize, const G: usize> SharedFeed<Q, G> {
                  base = out(reg32) base, options(nostack));
         }
         let lane = lane_id();
-        let g = if G > 0 { G } else { mh::group_width(args.dim) };
-        let (n_quads, lane_in_group) = (mh::quads_per_row(args.dim), lane % g);
+        let g = if G > 0 {
+            G
+        } else {
+            layout::group_width(args.dim)
+        };
+        let (n_quads, lane_in_group) = (layout::quads_per_row(args.dim), lane % g);
         let lane_quads = if lane_in_group < n_quads {
             ((n_quads - 1 - lane_in_group) / g + 1) as u32
         } else {

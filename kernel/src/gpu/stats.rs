@@ -4,7 +4,7 @@
 use crate::gpu::device::memory::atomic_add_f64;
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::group_sum_f64;
-use crate::mh::WARP_SIZE;
+use crate::layout::WARP_SIZE;
 
 /// The statistics of one single step, for rows too long for the fused kernel: each row adds its
 /// accepted flag to its count, and each element's running moments take the new state
@@ -30,7 +30,6 @@ pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
     moments: u32,
 ) {
     let (batch, dim) = (batch as usize, dim as usize);
-    let n = (stats_n + 1) as f64;
     let mut e = block_idx_x() * block_dim_x() + thread_idx_x();
     while e < batch * dim {
         // SAFETY: e < batch * dim; the row's count is touched by its element 0 only.

@@ -6,8 +6,10 @@ use crate::gpu::device::warp::{group_sum_loop, shfl_idx};
 use crate::gpu::feed::RowFeed;
 use crate::gpu::noise::{Noise, PhiloxNoise};
 use crate::gpu::row::{QuadInput, propose_quad};
-use crate::mh::{self, WARP_SIZE};
+use crate::layout::{self, WARP_SIZE};
+use crate::mh;
 use crate::rng;
+use crate::target::Target;
 
 /// One row whose quads fit in registers: at most `Q` quads per lane. The lane's inputs arrive
 /// preloaded in `ahead` (loaded while the previous row computed, see `step_tiles`). The target's
@@ -17,16 +19,22 @@ use crate::rng;
 /// accepted.
 ///
 /// # Safety
-/// `Q >= mh::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
+/// `Q >= layout::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
 #[inline(always)]
-pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, const V4: bool>(
+pub(crate) unsafe fn row_resident<
+    T: Target,
+    N: Noise,
+    F: RowFeed<N, Q>,
+    const Q: usize,
+    const V4: bool,
+>(
     args: &StepArgs,
     noise: &N,
     slot: RowSlot,
     feed: &F,
     target: u32,
 ) -> Decision {
-    let n_quads = mh::quads_per_row(args.dim);
+    let n_quads = layout::quads_per_row(args.dim);
     let mut ps = [[0.0f32; 4]; Q];
     let mut partial = 0.0f32;
     // Loops with a constant trip count, unrolled: the arrays are indexed by constants and stay
@@ -42,7 +50,7 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if k * slot.g < n_quads {
-            (ps[k], partial) = propose_quad(
+            (ps[k], partial) = propose_quad::<T, N>(
                 noise,
                 slot.row,
                 q,
@@ -50,7 +58,7 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
                 unsafe { feed.quad(k) },
                 (
                     // SAFETY: q < Q * 32, and `target` is the staged copy.
-                    unsafe { StepArgs::shared_target_quad(target, q) },
+                    unsafe { StepArgs::shared_target_quad::<T>(target, q) },
                     [args.step_size; 4],
                 ),
                 partial,
@@ -59,7 +67,7 @@ pub(crate) unsafe fn row_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, co
     }
     // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
     // warp; lanes without a row take part with `live = false`).
-    let decision = unsafe { decide(partial, slot) };
+    let decision = unsafe { decide::<T>(partial, slot) };
     let accept = decision.accept;
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
@@ -98,12 +106,12 @@ pub(crate) const STREAM_DEPTH: usize = 2;
 /// `V4` only if `dim % 4 == 0`, `args.scale` holds `dim` floats if `SCALED`; see the entry
 /// points.
 #[inline(always)]
-pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool, const SCALED: bool>(
+pub(crate) unsafe fn row_streaming<T: Target, N: Noise, const V4: bool, const SCALED: bool>(
     args: &StepArgs,
     noise: &N,
     slot: RowSlot,
 ) -> Decision {
-    let n_quads = mh::quads_per_row(args.dim);
+    let n_quads = layout::quads_per_row(args.dim);
     let mut partial = 0.0f32;
     let mut q = slot.lane_in_group;
     // The lane's next STREAM_DEPTH quads, loaded ahead: a ring shifted by one each quad (the
@@ -131,19 +139,19 @@ pub(crate) unsafe fn row_streaming<N: Noise, const V4: bool, const SCALED: bool>
         // SAFETY: q < n_quads (and `scale` holds dim floats if SCALED).
         let (target, scale) = unsafe {
             (
-                args.target_quad::<V4>(q),
+                args.target_quad::<T, V4>(q),
                 args.proposal_scale::<SCALED, V4>(q),
             )
         };
         let p;
-        (p, partial) = propose_quad(noise, slot.row, q, input, (target, scale), partial);
+        (p, partial) = propose_quad::<T, N>(noise, slot.row, q, input, (target, scale), partial);
         // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
         unsafe { args.store_x_new::<V4>(slot.offset, q, p) };
         q += slot.g;
     }
     // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
     // warp; lanes without a row take part with `live = false`).
-    let decision = unsafe { decide(partial, slot) };
+    let decision = unsafe { decide::<T>(partial, slot) };
     let mut q = slot.lane_in_group;
     while slot.live && !decision.accept && q < n_quads {
         // Pass 2 in batches: all the batch's loads first, then its stores, so that the lane
@@ -185,15 +193,16 @@ pub(crate) struct Decision {
     pub(crate) null: bool,
 }
 
-/// The group's decision: sum the partials, then `log u < log alpha`. A row past the batch
+/// The group's decision: sum the partials (through the target's row-level hook), then compare
+/// the total with the row's threshold `-2 log u` (`mh::below_threshold`). A row past the batch
 /// never accepts.
 ///
 /// # Safety
 /// All 32 lanes of the warp call this together (a warp collective: [`group_sum_loop`]).
 #[inline(always)]
-pub(crate) unsafe fn decide(partial: f32, slot: RowSlot) -> Decision {
+pub(crate) unsafe fn decide<T: Target>(partial: f32, slot: RowSlot) -> Decision {
     // SAFETY: the whole warp is here (the contract); `slot.g` is the same in every lane.
-    let sum = unsafe { group_sum_loop(partial, slot.g) };
+    let sum = T::row_total(unsafe { group_sum_loop(partial, slot.g) });
     Decision {
         accept: accept_sum(sum, slot),
         finite: mh::is_finite(sum),
@@ -229,6 +238,7 @@ pub(crate) fn accept_sum(sum: f32, slot: RowSlot) -> bool {
 /// See the entry points.
 #[inline(always)]
 pub(crate) unsafe fn step_tiles<
+    T: Target,
     N: Noise,
     F: RowFeed<N, Q>,
     const Q: usize,
@@ -244,7 +254,7 @@ pub(crate) unsafe fn step_tiles<
     let g = if F::GROUP > 0 {
         F::GROUP
     } else {
-        mh::group_width(args.dim)
+        layout::group_width(args.dim)
     };
     let rows_at_once = (WARP_SIZE / g) as u32;
     let lane = lane_id();
@@ -263,7 +273,7 @@ pub(crate) unsafe fn step_tiles<
     let target = if Q > 0 {
         // SAFETY: the host picks a resident variant only for rows of at most Q quads per lane,
         // so at most Q * 32 quads; every thread of the block is here.
-        unsafe { args.stage_target::<Q, V4>() }
+        unsafe { args.stage_target::<T, Q, V4>() }
     } else {
         0
     };
@@ -322,9 +332,9 @@ pub(crate) unsafe fn step_tiles<
             // entry point, and with it `Q` and `V4`, from `dim`.
             let decision = unsafe {
                 if Q == 0 {
-                    row_streaming::<N, V4, SCALED>(args, noise, slot)
+                    row_streaming::<T, N, V4, SCALED>(args, noise, slot)
                 } else {
-                    row_resident::<N, F, Q, V4>(args, noise, slot, &feed, target)
+                    row_resident::<T, N, F, Q, V4>(args, noise, slot, &feed, target)
                 }
             };
             if slot.live && lane_in_group == 0 {
@@ -361,8 +371,7 @@ pub(crate) fn rng_step_inputs(
     x: *const f32,
     x_new: *mut f32,
     accepted: *mut u8,
-    mu: *const f32,
-    inv_var: *const f32,
+    target: *const f32,
     batch: u64,
     dim: u64,
     step_size: f32,
@@ -374,8 +383,7 @@ pub(crate) fn rng_step_inputs(
         x,
         x_new,
         accepted,
-        mu,
-        inv_var,
+        target,
         batch: batch as usize,
         dim: dim as usize,
         step_size,

@@ -1,6 +1,6 @@
 //! Where a thread is: CUDA's `threadIdx`, `blockIdx`, `blockDim`, `gridDim`, and the lane.
 
-use crate::mh::WARP_SIZE;
+use crate::layout::WARP_SIZE;
 use core::arch::nvptx;
 
 /// This thread's index within its block (CUDA's `threadIdx.x`).

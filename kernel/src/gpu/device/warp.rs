@@ -11,7 +11,7 @@
 
 use core::arch::asm;
 
-use crate::mh::WARP_SIZE;
+use crate::layout::WARP_SIZE;
 
 /// The value of `v` held by lane `src_lane` (`shfl.sync.idx.b32`): a broadcast when every lane
 /// names the same source, a gather otherwise.

@@ -16,13 +16,14 @@
 
 use crate::gpu::device::memory::{load_quad, store_quad};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
-use crate::{mh, rng};
+use crate::target::gaussian;
+use crate::{layout, mh, rng};
 
 /// One Metropolis–Hastings step of every chain, one thread per row.
 ///
 /// # Parameters
-/// As `mh_step` (`x`, `x_new`, `accepted`: `[batch, dim]`, `[batch, dim]`, `[batch]`; `mu`,
-/// `inv_var`: `[dim]`; the seed and step counter of the Philox stream); `_tile_rows` is unused.
+/// As `mh_step` (`x`, `x_new`, `accepted`: `[batch, dim]`, `[batch, dim]`, `[batch]`; `target`:
+/// `[2, dim]`, the Gaussian's `mu` and `1 / sigma^2`; the seed and step counter of the Philox stream); `_tile_rows` is unused.
 ///
 /// # Thread mapping
 /// Thread `t` of `T` in the grid takes rows `t, t + T, ...`.
@@ -34,8 +35,7 @@ pub unsafe extern "ptx-kernel" fn lesson1_thread_per_row(
     x: *const f32,
     x_new: *mut f32,
     accepted: *mut u8,
-    mu: *const f32,
-    inv_var: *const f32,
+    target: *const f32,
     batch: u64,
     dim: u64,
     step_size: f32,
@@ -44,8 +44,10 @@ pub unsafe extern "ptx-kernel" fn lesson1_thread_per_row(
     _tile_rows: u32,
 ) {
     let (batch, dim) = (batch as usize, dim as usize);
+    // The Gaussian's two arrays, packed one after the other: mu, then 1 / sigma^2.
+    let (mu, inv_var) = (target, target.wrapping_add(dim));
     let draws = rng::StepDraws::new(rng::key(seed), step);
-    let quads = mh::quads_per_row(dim);
+    let quads = layout::quads_per_row(dim);
     let mut row = block_idx_x() * block_dim_x() + thread_idx_x();
     while row < batch {
         let start = row * dim;
@@ -53,33 +55,33 @@ pub unsafe extern "ptx-kernel" fn lesson1_thread_per_row(
         // time; the last quad is zero-padded past `dim` and adds nothing.
         let mut terms = 0.0f32;
         for q in 0..quads {
-            let valid = mh::valid_in_quad(dim, q);
+            let valid = layout::valid_in_quad(dim, q);
             // SAFETY: quad q of row `row < batch` lies inside x, and of the target inside mu
             // and inv_var (`valid` elements of each).
             let (xq, mu_q, inv_var_q) = unsafe {
                 (
-                    load_quad::<false>(x.add(start + mh::QUAD * q), valid),
-                    load_quad::<false>(mu.add(mh::QUAD * q), valid),
-                    load_quad::<false>(inv_var.add(mh::QUAD * q), valid),
+                    load_quad::<false>(x.add(start + layout::QUAD * q), valid),
+                    load_quad::<false>(mu.add(layout::QUAD * q), valid),
+                    load_quad::<false>(inv_var.add(layout::QUAD * q), valid),
                 )
             };
             let p = mh::propose(xq, draws.normal_quad(row as u32, q as u32), step_size);
-            terms = mh::add_quad_terms(terms, xq, p, mu_q, inv_var_q);
+            terms = gaussian::add_quad_terms(terms, xq, p, mu_q, inv_var_q);
         }
         let log_u = mh::log_uniform(draws.row_uniform(row as u32));
         let accept = mh::accept(log_u, mh::log_alpha(terms));
         // Pass 2: the new state, the proposal drawn again where the row moves.
         for q in 0..quads {
-            let valid = mh::valid_in_quad(dim, q);
+            let valid = layout::valid_in_quad(dim, q);
             // SAFETY: as above; x_new has x's shape and this thread is the row's only writer.
             unsafe {
-                let xq = load_quad::<false>(x.add(start + mh::QUAD * q), valid);
+                let xq = load_quad::<false>(x.add(start + layout::QUAD * q), valid);
                 let out = if accept {
                     mh::propose(xq, draws.normal_quad(row as u32, q as u32), step_size)
                 } else {
                     xq
                 };
-                store_quad::<false>(x_new.add(start + mh::QUAD * q), out, valid);
+                store_quad::<false>(x_new.add(start + layout::QUAD * q), out, valid);
             }
         }
         // SAFETY: row < batch; this thread is the row's only writer.

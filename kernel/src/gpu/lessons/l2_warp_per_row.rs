@@ -17,8 +17,10 @@
 use crate::gpu::device::memory::{load_quad, store_quad};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::group_sum_loop;
-use crate::mh::{self, WARP_SIZE};
+use crate::layout::{self, WARP_SIZE};
+use crate::mh;
 use crate::rng;
+use crate::target::gaussian;
 
 /// One Metropolis–Hastings step of every chain, one warp per row.
 ///
@@ -36,8 +38,7 @@ pub unsafe extern "ptx-kernel" fn lesson2_warp_per_row(
     x: *const f32,
     x_new: *mut f32,
     accepted: *mut u8,
-    mu: *const f32,
-    inv_var: *const f32,
+    target: *const f32,
     batch: u64,
     dim: u64,
     step_size: f32,
@@ -46,8 +47,10 @@ pub unsafe extern "ptx-kernel" fn lesson2_warp_per_row(
     _tile_rows: u32,
 ) {
     let (batch, dim) = (batch as usize, dim as usize);
+    // The Gaussian's two arrays, packed one after the other: mu, then 1 / sigma^2.
+    let (mu, inv_var) = (target, target.wrapping_add(dim));
     let draws = rng::StepDraws::new(rng::key(seed), step);
-    let quads = mh::quads_per_row(dim);
+    let quads = layout::quads_per_row(dim);
     let lane = lane_id();
     let warps = grid_dim_x() * block_dim_x() / WARP_SIZE;
     // The same in every lane of the warp, so the loop below is uniform across the warp.
@@ -57,17 +60,17 @@ pub unsafe extern "ptx-kernel" fn lesson2_warp_per_row(
         let mut terms = 0.0f32;
         let mut q = lane;
         while q < quads {
-            let valid = mh::valid_in_quad(dim, q);
+            let valid = layout::valid_in_quad(dim, q);
             // SAFETY: quad q < quads of a row inside the batch, and of the target.
             let (xq, mu_q, inv_var_q) = unsafe {
                 (
-                    load_quad::<false>(x.add(start + mh::QUAD * q), valid),
-                    load_quad::<false>(mu.add(mh::QUAD * q), valid),
-                    load_quad::<false>(inv_var.add(mh::QUAD * q), valid),
+                    load_quad::<false>(x.add(start + layout::QUAD * q), valid),
+                    load_quad::<false>(mu.add(layout::QUAD * q), valid),
+                    load_quad::<false>(inv_var.add(layout::QUAD * q), valid),
                 )
             };
             let p = mh::propose(xq, draws.normal_quad(row as u32, q as u32), step_size);
-            terms = mh::add_quad_terms(terms, xq, p, mu_q, inv_var_q);
+            terms = gaussian::add_quad_terms(terms, xq, p, mu_q, inv_var_q);
             q += WARP_SIZE;
         }
         // SAFETY: all 32 lanes are here: `row` is the same in every lane, so every lane runs
@@ -78,16 +81,16 @@ pub unsafe extern "ptx-kernel" fn lesson2_warp_per_row(
         let accept = mh::accept(log_u, mh::log_alpha(total));
         let mut q = lane;
         while q < quads {
-            let valid = mh::valid_in_quad(dim, q);
+            let valid = layout::valid_in_quad(dim, q);
             // SAFETY: as above; quad q of the row is this lane's alone.
             unsafe {
-                let xq = load_quad::<false>(x.add(start + mh::QUAD * q), valid);
+                let xq = load_quad::<false>(x.add(start + layout::QUAD * q), valid);
                 let out = if accept {
                     mh::propose(xq, draws.normal_quad(row as u32, q as u32), step_size)
                 } else {
                     xq
                 };
-                store_quad::<false>(x_new.add(start + mh::QUAD * q), out, valid);
+                store_quad::<false>(x_new.add(start + layout::QUAD * q), out, valid);
             }
             q += WARP_SIZE;
         }

@@ -22,8 +22,10 @@
 use crate::gpu::device::memory::{load_v4, store_v4};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::group_sum;
-use crate::mh::{self, QUAD, WARP_SIZE};
+use crate::layout::{self, QUAD, WARP_SIZE};
+use crate::mh;
 use crate::rng;
+use crate::target::gaussian;
 
 /// The rows a warp works on together, and this lane's place in them.
 #[derive(Clone, Copy)]
@@ -42,7 +44,7 @@ pub(crate) struct Groups {
 impl Groups {
     /// The lane groups of this thread's warp for rows of `dim` elements.
     pub(crate) fn of_this_warp(dim: usize) -> Self {
-        let g = mh::group_width(dim);
+        let g = layout::group_width(dim);
         let lane = lane_id();
         let warp = (block_idx_x() * block_dim_x() + thread_idx_x()) / WARP_SIZE;
         let warps = grid_dim_x() * block_dim_x() / WARP_SIZE;
@@ -72,7 +74,7 @@ pub(crate) unsafe fn load_lane_quads<const Q: usize>(
     let mut xs = [[0.0f32; 4]; Q];
     for (k, xq) in xs.iter_mut().enumerate() {
         let q = groups.j + k * groups.g;
-        if row < batch && q < mh::quads_per_row(dim) {
+        if row < batch && q < layout::quads_per_row(dim) {
             // SAFETY: quad q of a row inside the batch; aligned (the caller's contract).
             *xq = unsafe { load_v4(x.add(row * dim + QUAD * q)) };
         }
@@ -99,7 +101,7 @@ pub(crate) unsafe fn step_row<const Q: usize>(
     accepted: *mut u8,
 ) {
     let live = row < batch;
-    let quads = mh::quads_per_row(dim);
+    let quads = layout::quads_per_row(dim);
     let mut ps = [[0.0f32; 4]; Q];
     let mut terms = 0.0f32;
     for k in 0..Q {
@@ -109,7 +111,7 @@ pub(crate) unsafe fn step_row<const Q: usize>(
             let (mu_q, inv_var_q) =
                 unsafe { (load_v4(mu.add(QUAD * q)), load_v4(inv_var.add(QUAD * q))) };
             ps[k] = mh::propose(xs[k], draws.normal_quad(row as u32, q as u32), step_size);
-            terms = mh::add_quad_terms(terms, xs[k], ps[k], mu_q, inv_var_q);
+            terms = gaussian::add_quad_terms(terms, xs[k], ps[k], mu_q, inv_var_q);
         }
     }
     // SAFETY: all 32 lanes are here (the contract); `g` is the same in every lane.
@@ -199,8 +201,7 @@ macro_rules! lane_group_entry_point {
             x: *const f32,
             x_new: *mut f32,
             accepted: *mut u8,
-            mu: *const f32,
-            inv_var: *const f32,
+            target: *const f32,
             batch: u64,
             dim: u64,
             step_size: f32,
@@ -210,6 +211,8 @@ macro_rules! lane_group_entry_point {
         ) {
             let draws = $crate::rng::StepDraws::new($crate::rng::key(seed), step);
             let sizes = (batch as usize, dim as usize, step_size);
+            // The Gaussian's two arrays, packed: mu, then 1 / sigma^2.
+            let (mu, inv_var) = (target, target.wrapping_add(dim as usize));
             // SAFETY: forwarded from this function's contract.
             unsafe { $body::<$q>(x, x_new, accepted, mu, inv_var, sizes, &draws) }
         }
