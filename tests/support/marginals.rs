@@ -7,7 +7,7 @@
 
 use fused_mh::{Shape, Target, TargetKind};
 use rand::{Rng, SeedableRng};
-use statrs::distribution::{ContinuousCDF, Normal};
+use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
 
 /// Dimension `d`'s exact marginal CDF, and the excess kurtosis where the sample variance has
 /// a finite variance (what its standard error needs).
@@ -18,11 +18,20 @@ fn marginal(target: &Target, d: usize) -> (Box<dyn Fn(f64) -> f64>, Option<f64>)
             let n = Normal::new(mu, sigma).expect("a valid normal");
             (Box::new(move |v| n.cdf(v)), Some(0.0))
         }
+        TargetKind::StudentT => {
+            let df = f64::from(target.param("df").expect("a Student-t")[d]);
+            let t = StudentsT::new(mu, sigma, df).expect("a valid t");
+            (
+                Box::new(move |v| t.cdf(v)),
+                (df > 4.0).then(|| 6.0 / (df - 4.0)),
+            )
+        }
     }
 }
 
 /// A target of `kind` in `dim` dimensions, its parameters varying over the dimensions
-/// (locations from -1 to 2, scales from 0.5 to 2), and chains started at `mu + sigma z` (z standard normal).
+/// (locations from -1 to 2, scales from 0.5 to 2, the Student-t's df cycling through 3, 6, 30
+/// and 2.5), and chains started at `mu + sigma z` (z standard normal).
 pub fn problem(kind: TargetKind, batch: usize, dim: usize, seed: u64) -> (Shape, Vec<f32>, Target) {
     let mut r = rand_xorshift::XorShiftRng::seed_from_u64(seed);
     let shape = Shape::new(batch, dim).expect("valid test shape");
@@ -33,6 +42,7 @@ pub fn problem(kind: TargetKind, batch: usize, dim: usize, seed: u64) -> (Shape,
         .map(|&name| match name {
             "mu" => cycle([0.5, -1.0, 2.0, 0.0]),
             "sigma" => cycle([1.0, 0.5, 2.0, 1.5]),
+            "df" => cycle([3.0, 6.0, 30.0, 2.5]),
             other => panic!("no test values for parameter {other}"),
         })
         .collect::<Vec<_>>();

@@ -46,6 +46,9 @@ pub struct RunArgs {
     /// [6.9e-18, 1.4e17] (2^-57 to 2^57, where the float32 arithmetic holds).
     #[arg(long, default_value = "1", allow_negative_numbers = true)]
     pub(crate) sigma: OsString,
+    /// The Student-t's degrees of freedom: a `[dim]` .npy file or a number, in [1/64, 2^60].
+    #[arg(long, allow_negative_numbers = true)]
+    pub(crate) df: Option<OsString>,
     /// Steps of every chain (with --resume: steps more), after the --burn-in.
     #[arg(long, default_value_t = 1000, conflicts_with = "noise")]
     pub(crate) steps: u64,
@@ -77,7 +80,7 @@ pub struct RunArgs {
     /// Continue the run in DIR: its final states, target, seed and step size, and its random
     /// stream from where it stopped (its summary's next_step).
     #[arg(long, value_name = "DIR", conflicts_with_all = [
-        "init", "batch", "dim", "init_dist", "target", "mu", "sigma", "step_size", "seed",
+        "init", "batch", "dim", "init_dist", "target", "mu", "sigma", "df", "step_size", "seed",
         "noise",
     ])]
     pub(crate) resume: Option<PathBuf>,
@@ -181,8 +184,12 @@ impl RunArgs {
 impl RunArgs {
     /// Every target parameter's option, by the parameter's name (`TargetKind::params`):
     /// `mu` and `sigma` always have a value (their defaults), the others only when given.
-    pub(crate) fn target_params(&self) -> [(&'static str, Option<&OsString>); 2] {
-        [("mu", Some(&self.mu)), ("sigma", Some(&self.sigma))]
+    pub(crate) fn target_params(&self) -> [(&'static str, Option<&OsString>); 3] {
+        [
+            ("mu", Some(&self.mu)),
+            ("sigma", Some(&self.sigma)),
+            ("df", self.df.as_ref()),
+        ]
     }
 }
 

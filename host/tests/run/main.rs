@@ -12,6 +12,7 @@ mod memory;
 mod options;
 mod resume_checks;
 mod special_files;
+mod targets;
 mod warmup;
 
 use std::fs;
@@ -464,6 +465,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(leftovers::trials());
     trials.extend(resume_checks::trials());
     trials.extend(special_files::trials());
+    trials.extend(targets::trials());
     trials.extend(warmup::trials(gpu));
     libtest_mimic::run(&args, trials).exit_code()
 }

@@ -32,8 +32,10 @@
 //! `sqrt` do not (the GPU's are approximate).
 
 pub mod gaussian;
+pub mod student_t;
 
 pub use gaussian::Gaussian;
+pub use student_t::StudentT;
 
 use crate::math;
 
@@ -169,6 +171,8 @@ pub trait VisitTarget {
 crate::declare_targets! {
     /// The diagonal Gaussian of the reference model.
     gaussian: Gaussian,
+    /// Student's t per dimension.
+    student_t: StudentT,
 }
 
 #[cfg(test)]
