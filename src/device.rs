@@ -19,13 +19,12 @@ use cudarc::driver::{
     DriverError, LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
-use fused_mh_kernel::philox::{Ctr, Key};
 
-use crate::dispatch::{self, Launch, Randomness};
+use crate::dispatch::{self, Launch};
 use crate::error::{Error, Result};
-use crate::problem::{Shape, StepConfig, check_len, check_noise, check_step_size};
+use crate::problem::{Draws, Shape, StepConfig, check_noise, check_step_size};
+use crate::ptx;
 use crate::target::{Target, TargetKind};
-use crate::{PTX_MODULES, PtxModule};
 use fused_mh_kernel::abi::ENTRY_BASES;
 
 mod buffers;
@@ -33,16 +32,12 @@ mod chain;
 mod diagnostics;
 mod external;
 mod stats;
+#[cfg(feature = "testing")]
+mod testing_hooks;
 pub use buffers::{DeviceChains, DeviceNoise, DeviceTarget};
 pub use chain::{MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk};
-pub use external::{Borrowed, BorrowedDraws, BorrowedStep};
+pub use external::{Borrowed, BorrowedNoise, BorrowedStep};
 pub use stats::{COUNT_FOLD_STEPS, ChainStats};
-
-/// Where a launch's random numbers come from.
-enum Draws<'a> {
-    Philox { seed: u64, step: u64 },
-    Caller(&'a DeviceNoise),
-}
 
 /// An open GPU: a context, a stream, and the loaded kernels.
 pub struct Gpu {
@@ -73,15 +68,15 @@ impl Gpu {
         }
     }
 
-    /// Opens device `ordinal` and loads the kernels: the newest of [`PTX_MODULES`] that the
+    /// Opens device `ordinal` and loads the kernels: the newest of [`ptx::MODULES`] that the
     /// device can run (on the H200 the `sm_80` one, with the staged step).
     pub fn open(ordinal: usize) -> Result<Self> {
         Self::open_with(ordinal, None)
     }
 
-    /// Opens device `ordinal` with the kernels of `module` (e.g. `PTX_MODULES[0]`, the portable
+    /// Opens device `ordinal` with the kernels of `module` (e.g. `ptx::MODULES[0]`, the portable
     /// set, to test it on a newer GPU), or the newest it can run if `None`.
-    pub fn open_with(ordinal: usize, module: Option<PtxModule>) -> Result<Self> {
+    pub fn open_with(ordinal: usize, module: Option<ptx::Module>) -> Result<Self> {
         let count = Self::count()?;
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
@@ -105,12 +100,12 @@ impl Gpu {
                 });
             }
             Some(m) => m,
-            None => PTX_MODULES
+            None => ptx::MODULES
                 .into_iter()
                 .rev()
                 .find(|m| m.min_compute_capability() <= capability)
                 .ok_or(Error::PtxTooNew {
-                    target: PTX_MODULES[0].target,
+                    target: ptx::MODULES[0].target,
                     capability,
                 })?,
         };
@@ -250,7 +245,7 @@ impl Gpu {
     }
 
     /// What [`crate::dispatch`] needs to know of this GPU.
-    pub fn device(&self) -> dispatch::Device {
+    pub(crate) fn device(&self) -> dispatch::Device {
         dispatch::Device {
             sms: self.sms,
             staged: self
@@ -316,50 +311,11 @@ impl Gpu {
         chains: &mut DeviceChains,
         target: &DeviceTarget,
         step_size: f32,
-        draws: Draws,
+        draws: Draws<&DeviceNoise>,
     ) -> Result<()> {
-        let randomness = match draws {
-            Draws::Philox { .. } => Randomness::InKernel,
-            Draws::Caller(_) => Randomness::Caller,
-        };
-        let chosen = dispatch::step(chains.shape, randomness, self.device());
+        let chosen = dispatch::step(chains.shape, &draws, self.device());
         let function = self.target_function(target.kind, chosen.entry)?;
         self.launch_step_with(chosen, function, chains, target, step_size, draws)
-    }
-
-    /// One step as a lesson of the kernel crate computes it (`kernel/src/gpu/lessons/`):
-    /// the same results as [`Gpu::step`] (within the GPU-CPU tolerances: a lesson sums a row's
-    /// terms in its own order), by a simpler kernel. For the lessons table of the benchmark and
-    /// the tests that check every lesson against the CPU reference.
-    pub fn step_lesson(
-        &self,
-        lesson: dispatch::Lesson,
-        chains: &mut DeviceChains,
-        target: &DeviceTarget,
-        config: &StepConfig,
-    ) -> Result<()> {
-        let chosen = dispatch::lesson(lesson, chains.shape, self.device()).ok_or_else(|| {
-            Error::ShapeMismatch(format!(
-                "lesson {} takes rows of at most 1024 elements in whole quads, not {}",
-                lesson.number,
-                chains.shape.dim()
-            ))
-        })?;
-        config.check_no_scales("Gpu::step_lesson")?;
-        if target.kind != TargetKind::Gaussian {
-            return Err(Error::InvalidRun(format!(
-                "the lessons step the Gaussian only, not the {}",
-                target.kind.name()
-            )));
-        }
-        let function = self.function(chosen.entry)?;
-        let draws = Draws::Philox {
-            seed: config.seed(),
-            step: chains.step,
-        };
-        self.launch_step_with(chosen, function, chains, target, config.step_size(), draws)?;
-        chains.step += 1;
-        Ok(())
     }
 
     /// Queues the step `chosen`: pushes the arguments in the step kernels' one order, and swaps
@@ -371,7 +327,7 @@ impl Gpu {
         chains: &mut DeviceChains,
         target: &DeviceTarget,
         step_size: f32,
-        draws: Draws,
+        draws: Draws<&DeviceNoise>,
     ) -> Result<()> {
         target.check_shape(chains.shape)?;
         let problem = ProblemArgs::new(target, chains.shape, step_size);
@@ -405,27 +361,6 @@ impl Gpu {
         unsafe { launch.launch(grid(chosen)) }?;
         chains.swap();
         Ok(())
-    }
-
-    /// Philox4x32-10 of each (counter, key) pair, computed on the GPU by one thread per pair
-    /// (for known-answer tests of the device code).
-    pub fn philox4x32_10_many(&self, ctr: &[Ctr], key: &[Key]) -> Result<Vec<Ctr>> {
-        check_len("key", ctr.len(), key.len())?;
-        if ctr.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ctr_dev = self.upload("ctr", ctr.as_flattened())?;
-        let key_dev = self.upload("key", key.as_flattened())?;
-        let mut out_dev = self.alloc::<u32>("philox output", 4 * ctr.len())?;
-        let n = ctr.len() as u64;
-        let chosen = dispatch::philox_many(n, self.device());
-        let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
-        launch.arg(&ctr_dev).arg(&key_dev).arg(&mut out_dev).arg(&n);
-        // SAFETY: `philox4x32_10_many(ctr: *const u32, key: *const u32, out: *mut u32, n: u64)`;
-        // ctr and out hold 4n words, key 2n; only out is written.
-        unsafe { launch.launch(grid(chosen)) }?;
-        let out = download(&self.stream, "philox output", &out_dev)?;
-        Ok(out.as_chunks::<4>().0.to_vec())
     }
 }
 

@@ -67,7 +67,7 @@ pub enum Error {
     #[error(
         "chain {row} is too far from mu: sum of ((x - mu) / sigma)^2 = {distance:e} overflows \
          float32 (at most {:e})",
-        crate::MAX_SQUARED_DISTANCE
+        crate::limits::MAX_SQUARED_DISTANCE
     )]
     StateTooFar {
         /// The chain.
@@ -140,7 +140,7 @@ pub enum Error {
         /// The device's, as `10 * major + minor`.
         capability: u32,
     },
-    /// The loaded PTX module lacks an entry point that [`crate::dispatch`] chose (a build
+    /// The loaded PTX module lacks an entry point that the dispatcher chose (a build
     /// whose kernels and host disagree; a test checks they cannot).
     #[error("the loaded kernels have no entry point {0}")]
     MissingKernel(&'static str),

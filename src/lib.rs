@@ -12,7 +12,21 @@
 //!   K steps, bit-identical to K single steps), keeping accepted counts, running moments and a
 //!   thinned trace ([`ChainStats`], [`RunPlan`]).
 //! - [`cpu`] is the reference, built from the same kernel crate functions.
-//! - [`Shape`], [`Target`] and [`StepConfig`] validate inputs once, for both.
+//! - [`Shape`], [`Target`] and [`StepConfig`] validate inputs once, for both; [`Draws`] says
+//!   where a step's random numbers come from.
+//!
+//! # The map
+//!
+//! | role | where |
+//! |---|---|
+//! | kernel math, targets, kernels | the kernel crate, [`kernel`] (`kernel/src/lib.rs` has its map) |
+//! | the problem: shape, target, configuration | `problem.rs`, `target.rs` |
+//! | which kernel runs a launch | `dispatch/` (crate-private; the tests reach it through `testing`) |
+//! | the GPU: open, upload, launch, run, borrowed memory | `device.rs`, `device/` ([`Gpu`], [`borrowed`]) |
+//! | the CPU reference | [`cpu`] |
+//! | diagnostics and adaptation | [`diagnostics`], [`adapt`], [`reach`] |
+//! | limits, embedded PTX | [`limits`], [`ptx`] |
+//! | the project's own hooks (`testing` feature) | `testing` |
 //!
 //! ```no_run
 //! use fused_mh::{Gpu, Shape, StepConfig, Target};
@@ -32,62 +46,102 @@ pub mod adapt;
 pub mod cpu;
 mod device;
 pub mod diagnostics;
-pub mod dispatch;
 mod error;
-pub mod host_memory;
 mod problem;
 pub mod reach;
 mod target;
-pub mod threads;
 
-pub use device::{
-    Borrowed, BorrowedDraws, BorrowedStep, COUNT_FOLD_STEPS, ChainStats, DeviceChains, DeviceNoise,
-    DeviceTarget, Gpu, MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk,
-};
+/// Declares a module that is public with the `testing` feature only (see [`testing`], where it
+/// is meant to be reached from) and private otherwise.
+macro_rules! testing_module {
+    ($($name:ident),*) => {$(
+        #[cfg(feature = "testing")]
+        #[doc(hidden)]
+        pub mod $name;
+        #[cfg(not(feature = "testing"))]
+        mod $name;
+    )*};
+}
+testing_module!(dispatch, host_memory, threads);
+
+pub use device::{ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu, RunPlan, TraceChunk};
 pub use diagnostics::{Diagnostics, DiagnosticsPlan, Progress};
-pub use dispatch::{RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK};
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;
-pub use problem::{Shape, StepConfig};
-pub use target::{MAX_SQUARED_DISTANCE, Target, TargetKind};
+pub use problem::{Draws, Shape, StepConfig};
+pub use target::{Target, TargetKind};
 
-/// One compiled set of the kernels: PTX text for a target, which the driver turns into machine
-/// code for whatever GPU [`Gpu::open`] finds.
-#[derive(Clone, Copy, Debug)]
-pub struct PtxModule {
-    /// The PTX target, e.g. `"sm_70"`.
-    pub target: &'static str,
-    /// The PTX text.
-    pub text: &'static str,
+/// Steps on device memory another library owns (a PyTorch tensor, a JAX array): what
+/// [`Gpu::step_borrowed`] takes.
+pub mod borrowed {
+    pub use crate::device::{Borrowed, BorrowedNoise, BorrowedStep};
 }
 
-impl PtxModule {
-    /// The compute capability the target needs, as `10 * major + minor` (`sm_80` → 80).
-    pub fn min_compute_capability(&self) -> u32 {
-        self.target
-            .trim_start_matches("sm_")
-            .trim_end_matches(['a', 'f'])
-            .parse()
-            .unwrap_or(u32::MAX)
+/// The limits the library works within, for callers that size their own work by them.
+pub mod limits {
+    pub use crate::device::{COUNT_FOLD_STEPS, MAX_ELEMENT_STEPS_PER_LAUNCH, TRACE_BUFFER_BYTES};
+    pub use crate::dispatch::{RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK};
+    pub use crate::target::{MAX_SQUARED_DISTANCE, SCALE_RANGE};
+}
+
+/// What the project's own tests, benchmark and lessons program use, and a user of the library
+/// does not: the dispatcher, the fallible allocation and thread-pool helpers, and (as methods
+/// that exist with this feature only) the lessons' launches, poisoned outputs, Philox on the
+/// GPU and the CPU-GPU comparison with its tolerances.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::cpu::compare::{
+        Agreement, DECISION_MARGIN, MAX_FLIPPED_FRACTION, Mismatch, X_NEW_ABS_PER_STEP_SIZE,
+        X_NEW_MAX_RELATIVE,
+    };
+    pub use crate::{dispatch, host_memory, threads};
+
+    /// What the dispatcher knows of `gpu` (its SMs, whether it has the staged steps).
+    pub fn device_of(gpu: &crate::Gpu) -> dispatch::Device {
+        gpu.device()
     }
 }
 
-/// The kernels compiled by `build.rs` from `kernel/` and embedded here, oldest target first:
-/// - `sm_70`, the portable module: every GPU from Volta on;
-/// - `sm_80` (or `FUSED_MH_PTX_ARCH` at build time): the same kernels, plus those that use
-///   instructions from Ampere on (the staged steps, `mh_step_staged_*`).
-///
-/// [`Gpu::open`] loads the newest module the GPU can run.
-pub const PTX_MODULES: [PtxModule; 2] = [
-    PtxModule {
-        target: env!("FUSED_MH_PTX_PORTABLE_ARCH"),
-        text: include_str!(concat!(env!("OUT_DIR"), "/", env!("FUSED_MH_PTX_PORTABLE"))),
-    },
-    PtxModule {
-        target: env!("FUSED_MH_PTX_NEWER_ARCH"),
-        text: include_str!(concat!(env!("OUT_DIR"), "/", env!("FUSED_MH_PTX_NEWER"))),
-    },
-];
+/// The PTX the kernels were compiled to, embedded in the library.
+pub mod ptx {
+    /// One compiled set of the kernels: PTX text for a target, which the driver turns into machine
+    /// code for whatever GPU [`crate::Gpu::open`] finds.
+    #[derive(Clone, Copy, Debug)]
+    pub struct Module {
+        /// The PTX target, e.g. `"sm_70"`.
+        pub target: &'static str,
+        /// The PTX text.
+        pub text: &'static str,
+    }
+
+    impl Module {
+        /// The compute capability the target needs, as `10 * major + minor` (`sm_80` → 80).
+        pub fn min_compute_capability(&self) -> u32 {
+            self.target
+                .trim_start_matches("sm_")
+                .trim_end_matches(['a', 'f'])
+                .parse()
+                .unwrap_or(u32::MAX)
+        }
+    }
+
+    /// The kernels compiled by `build.rs` from `kernel/` and embedded here, oldest target first:
+    /// - `sm_70`, the portable module: every GPU from Volta on;
+    /// - `sm_80` (or `FUSED_MH_PTX_ARCH` at build time): the same kernels, plus those that use
+    ///   instructions from Ampere on (the staged steps, `mh_step_staged_*`).
+    ///
+    /// [`crate::Gpu::open`] loads the newest module the GPU can run.
+    pub const MODULES: [Module; 2] = [
+        Module {
+            target: env!("FUSED_MH_PTX_PORTABLE_ARCH"),
+            text: include_str!(concat!(env!("OUT_DIR"), "/", env!("FUSED_MH_PTX_PORTABLE"))),
+        },
+        Module {
+            target: env!("FUSED_MH_PTX_NEWER_ARCH"),
+            text: include_str!(concat!(env!("OUT_DIR"), "/", env!("FUSED_MH_PTX_NEWER"))),
+        },
+    ];
+}
 
 #[cfg(test)]
 mod tests {
@@ -103,17 +157,17 @@ mod tests {
             "mh_step_staged_q8_v4_gaussian",
         ] {
             let entry = format!(".entry {name}(");
-            assert!(!PTX_MODULES[0].text.contains(&entry));
-            assert!(PTX_MODULES[1].text.contains(&entry));
+            assert!(!ptx::MODULES[0].text.contains(&entry));
+            assert!(ptx::MODULES[1].text.contains(&entry));
         }
-        assert_eq!(PTX_MODULES[0].min_compute_capability(), 70);
-        assert!(PTX_MODULES[1].min_compute_capability() >= 80);
+        assert_eq!(ptx::MODULES[0].min_compute_capability(), 70);
+        assert!(ptx::MODULES[1].min_compute_capability() >= 80);
     }
 
     /// Each module was compiled for the target it names.
     #[test]
     fn ptx_targets_match() {
-        for module in PTX_MODULES {
+        for module in ptx::MODULES {
             assert!(
                 module.text.contains(&format!(".target {}", module.target)),
                 "the {} module says otherwise",
@@ -126,7 +180,7 @@ mod tests {
     /// (per-thread DRAM, slow): the PTX then declares a `.local` depot. No kernel may have one.
     #[test]
     fn ptx_uses_no_local_memory() {
-        for module in PTX_MODULES {
+        for module in ptx::MODULES {
             assert!(
                 module.text.contains(".entry mh_step_q2"),
                 "the embedded PTX has no kernels"
@@ -152,7 +206,7 @@ mod tests {
     /// and the resident kernels exactly one target array.
     #[test]
     fn each_kernel_declares_at_most_one_shared_array() {
-        for module in PTX_MODULES {
+        for module in ptx::MODULES {
             let mut kernels = module.text.split(".entry ").skip(1).peekable();
             assert!(kernels.peek().is_some(), "the embedded PTX has no kernels");
             for body in kernels {

@@ -95,6 +95,22 @@ fn check_finite(what: &'static str, values: &[f32]) -> Result<()> {
     }
 }
 
+/// Where a step's random numbers come from, for the GPU and the CPU alike: the counter
+/// scheme's (Philox at `(seed, step)`, drawn where the step runs: `fused_mh_kernel::rng`), or
+/// the caller's, held by `N` (device buffers, another library's memory, host slices).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Draws<N> {
+    /// The counter scheme's numbers of this step.
+    Philox {
+        /// The Philox key.
+        seed: u64,
+        /// The step counter.
+        step: u64,
+    },
+    /// The caller's standard normals `[batch, dim]` and uniforms `[batch]` on `[0, 1)`.
+    Caller(N),
+}
+
 /// How a step with in-kernel random numbers proposes: the step size, optionally a scale per
 /// dimension relative to it (diagonal preconditioning), and the seed of the Philox stream.
 #[derive(Clone, Debug, PartialEq)]

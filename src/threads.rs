@@ -37,7 +37,8 @@ pub fn install<R: Send>(work: impl FnOnce() -> R + Send) -> Result<R> {
     Ok(pool()?.install(work))
 }
 
-/// How many threads the pool has (0 where it cannot be built).
+/// How many threads the pool has (0 where it cannot be built): for the benchmark's report.
+#[cfg(feature = "testing")]
 pub fn count() -> usize {
     pool().map_or(0, ThreadPool::current_num_threads)
 }

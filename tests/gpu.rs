@@ -12,7 +12,8 @@
 use std::process::ExitCode;
 
 use fused_mh::kernel::philox::{PHILOX4X32_10_KAT, philox4x32_10};
-use fused_mh::{Error, Gpu, PTX_MODULES, Shape, StepConfig, Target, cpu, dispatch};
+use fused_mh::testing::dispatch;
+use fused_mh::{Error, Gpu, Shape, StepConfig, Target, cpu, ptx};
 use libtest_mimic::{Arguments, Failed, Trial};
 use rand::Rng;
 use rand_distr::StandardNormal;
@@ -62,7 +63,7 @@ enum Kernels {
 fn open_kernels(kernels: Kernels) -> Result<Gpu, Failed> {
     let module = match kernels {
         Kernels::Newest => None,
-        Kernels::Portable => Some(PTX_MODULES[0]),
+        Kernels::Portable => Some(ptx::MODULES[0]),
     };
     Gpu::open_with(0, module).map_err(|e| format!("no GPU to run on: {e}").into())
 }

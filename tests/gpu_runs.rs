@@ -89,8 +89,9 @@ fn fused_equals_single_steps(batch: usize, dim: usize, k: u32) -> Result<(), Fai
         }
         for d in 0..dim {
             let (g, c) = (x_fused[row * dim + d], x_cpu[row * dim + d]);
-            let bound =
-                kf * (cpu::X_NEW_MAX_RELATIVE * c.abs() + cpu::X_NEW_ABS_PER_STEP_SIZE * step_size);
+            let bound = kf
+                * (fused_mh::testing::X_NEW_MAX_RELATIVE * c.abs()
+                    + fused_mh::testing::X_NEW_ABS_PER_STEP_SIZE * step_size);
             if (g - c).abs() > bound {
                 return Err(format!(
                     "({batch}, {dim}, K={k}): x[{row}, {d}] GPU {g} vs CPU {c} (bound {bound})"
@@ -99,7 +100,9 @@ fn fused_equals_single_steps(batch: usize, dim: usize, k: u32) -> Result<(), Fai
             }
         }
     }
-    let allowed = (f64::from(k) * cpu::MAX_FLIPPED_FRACTION * batch as f64).floor() as usize + 1;
+    let allowed = (f64::from(k) * fused_mh::testing::MAX_FLIPPED_FRACTION * batch as f64).floor()
+        as usize
+        + 1;
     if diverged > allowed {
         return Err(format!("{diverged} rows left the CPU's path (allowed {allowed})").into());
     }
@@ -219,8 +222,9 @@ fn scaled_run_matches_cpu(batch: usize, dim: usize) -> Result<(), Failed> {
         }
         for d in 0..dim {
             let (g, c) = (x_gpu[row * dim + d], cpu.x[row * dim + d]);
-            let bound =
-                kf * (cpu::X_NEW_MAX_RELATIVE * c.abs() + cpu::X_NEW_ABS_PER_STEP_SIZE * widest);
+            let bound = kf
+                * (fused_mh::testing::X_NEW_MAX_RELATIVE * c.abs()
+                    + fused_mh::testing::X_NEW_ABS_PER_STEP_SIZE * widest);
             if (g - c).abs() > bound {
                 return Err(format!(
                     "({batch}, {dim}): x[{row}, {d}] GPU {g} vs CPU {c} (bound {bound})"
@@ -229,7 +233,8 @@ fn scaled_run_matches_cpu(batch: usize, dim: usize) -> Result<(), Failed> {
             }
         }
     }
-    let allowed = (kf as f64 * cpu::MAX_FLIPPED_FRACTION * batch as f64).floor() as usize + 1;
+    let allowed =
+        (kf as f64 * fused_mh::testing::MAX_FLIPPED_FRACTION * batch as f64).floor() as usize + 1;
     if diverged > allowed {
         return Err(format!("{diverged} rows left the CPU's path (allowed {allowed})").into());
     }

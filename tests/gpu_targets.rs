@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use fused_mh::{PTX_MODULES, RunPlan, StepConfig, TargetKind, cpu};
+use fused_mh::{RunPlan, StepConfig, TargetKind, cpu, ptx};
 use libtest_mimic::{Arguments, Failed, Trial};
 use rand::Rng;
 
@@ -35,7 +35,7 @@ fn step_matches_cpu(
     dim: usize,
     portable: bool,
 ) -> Result<(), Failed> {
-    let module = portable.then_some(PTX_MODULES[0]);
+    let module = portable.then_some(ptx::MODULES[0]);
     let gpu = fused_mh::Gpu::open_with(0, module)?;
     let (shape, x, target) = problem(kind, batch, dim, (batch + dim) as u64);
     let step_size = 1.4 / (dim as f32).sqrt();

@@ -91,7 +91,7 @@ impl fmt::Display for Bytes {
 
 /// Host memory free for this process: the system's available memory, or what the control
 /// group still allows if that is less (a container's limit). Where the system cannot say,
-/// no limit (the allocations themselves still fail cleanly: [`fused_mh::host_memory`]).
+/// no limit (the allocations themselves still fail cleanly: [`fused_mh::testing::host_memory`]).
 pub fn free_host_memory() -> u64 {
     let Ok(mut system) = sysinfo::System::new() else {
         return u64::MAX;

@@ -3,7 +3,8 @@
 //! parallel, one seeded xorshift stream per chunk, so millions of elements take milliseconds.
 
 use anyhow::Result;
-use fused_mh::{Shape, StepConfig, Target, host_memory, threads};
+use fused_mh::testing::{host_memory, threads};
+use fused_mh::{Shape, StepConfig, Target};
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xorshift::XorShiftRng;

@@ -236,8 +236,9 @@ pub fn read_f32(path: &Path) -> Result<Array> {
             anyhow!("cannot read the data of {name}: {e}")
         }
     };
-    let mut data = fused_mh::host_memory::reserved::<f32>("a .npy file's data", header.len)
-        .with_context(|| format!("reading {name}"))?;
+    let mut data =
+        fused_mh::testing::host_memory::reserved::<f32>("a .npy file's data", header.len)
+            .with_context(|| format!("reading {name}"))?;
     if header.float64 {
         for v in npy.data::<f64>().map_err(|e| anyhow!("{name}: {e}"))? {
             data.push(v.map_err(failed)? as f32);

@@ -136,7 +136,13 @@ pub fn run<'py>(
     let x = contiguous("x", &x)?;
     let mut interrupts = Interrupts::default();
     let ran = py.detach(|| {
-        let mut trace = fused_mh::host_memory::reserved("trace", trace_len)?;
+        let mut trace = Vec::new();
+        trace
+            .try_reserve_exact(trace_len)
+            .map_err(|_| fused_mh::Error::HostOutOfMemory {
+                what: "trace",
+                bytes: trace_len.saturating_mul(4),
+            })?;
         let out = cpu::run_chains(
             x,
             shape,

@@ -6,7 +6,7 @@ use dlpark::SafeManagedTensor;
 use dlpark::ffi::{DataTypeCode, DeviceType};
 use dlpark::prelude::TensorView;
 use dlpark::traits::{RowMajorCompactLayout, TensorLike};
-use fused_mh::Borrowed;
+use fused_mh::borrowed::Borrowed;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyCapsule;

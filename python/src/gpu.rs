@@ -12,9 +12,8 @@
 use cudarc::driver::{CudaSlice, DevicePtr};
 use dlpark::SafeManagedTensor;
 use dlpark::ffi::DataTypeCode;
-use fused_mh::{
-    Borrowed, BorrowedDraws, BorrowedStep, DeviceTarget, Gpu, RunPlan, Shape, StepConfig,
-};
+use fused_mh::borrowed::{Borrowed, BorrowedNoise, BorrowedStep};
+use fused_mh::{DeviceTarget, Draws, Gpu, RunPlan, Shape, StepConfig};
 use numpy::ndarray::Array3;
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
@@ -235,7 +234,13 @@ impl Device {
         let (gpu, x_view) = (&self.gpu, inputs.x);
         let mut interrupts = Interrupts::default();
         let run = py.detach(|| {
-            let mut trace = fused_mh::host_memory::reserved("trace", saves)?;
+            let mut trace = Vec::new();
+            trace
+                .try_reserve_exact(saves)
+                .map_err(|_| fused_mh::Error::HostOutOfMemory {
+                    what: "trace",
+                    bytes: saves.saturating_mul(4),
+                })?;
             // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
             // Python side waited for its stream), its owner in `inputs` alive until after
             // the run, which synchronizes after each launch.
@@ -295,7 +300,7 @@ impl Device {
 struct Inputs {
     shape: Shape,
     x: Borrowed,
-    draws: BorrowedDraws,
+    draws: Draws<BorrowedNoise>,
     _owners: Vec<SafeManagedTensor>,
 }
 
@@ -315,14 +320,14 @@ impl Device {
         let shape = Shape::new(batch, dim).map_err(to_py)?;
         let mut owners = vec![x];
         let draws = match (noise, uniform) {
-            (None, None) => BorrowedDraws::Philox { seed, step },
+            (None, None) => Draws::Philox { seed, step },
             (Some(noise), Some(uniform)) => {
                 let (states, per_row) = ([Some(batch), Some(dim)], [Some(batch)]);
                 let (n, _, noise) = borrow(noise, &Expect::f32("noise", &states), self.ordinal)?;
                 let uniform = borrow(uniform, &Expect::f32("uniform", &per_row), self.ordinal)?;
                 let (u, _, uniform) = uniform;
                 owners.extend([n, u]);
-                BorrowedDraws::Caller { noise, uniform }
+                Draws::Caller(BorrowedNoise { noise, uniform })
             }
             _ => {
                 return Err(PyValueError::new_err(

@@ -9,11 +9,10 @@
 //! [`fused_mh_kernel::math`]), so results agree to about 1e-6 rather than bit for bit.
 //!
 //! [`step`] and [`step_with_noise`] run on one thread; [`par_step`] and [`par_step_with_noise`]
-//! spread the rows over all cores ([`crate::threads`]) and give identical results.
+//! spread the rows over all cores (the library's own thread pool) and give identical results.
 
 use fused_mh_kernel::layout::{self, QUAD, WARP_SIZE};
 use fused_mh_kernel::mh;
-use fused_mh_kernel::philox::Key;
 use fused_mh_kernel::rng;
 use rayon::prelude::*;
 
@@ -21,14 +20,12 @@ use crate::error::Result;
 use crate::{host_memory, threads};
 
 mod chains;
-mod compare;
+// The CPU-GPU comparison: for the project's tests and benchmark (`crate::testing`).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) mod compare;
 use crate::Target;
-use crate::problem::{Shape, StepConfig, check_noise, check_step_size};
+use crate::problem::{Draws, Shape, StepConfig, check_noise, check_step_size};
 pub use chains::{ChainsOutput, check_stream, check_thin, run_chains, run_chains_bytes};
-pub use compare::{
-    Agreement, DECISION_MARGIN, MAX_FLIPPED_FRACTION, Mismatch, X_NEW_ABS_PER_STEP_SIZE,
-    X_NEW_MAX_RELATIVE,
-};
 
 /// The result of one step on the CPU, with the numbers behind each decision.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,22 +40,14 @@ pub struct StepOutput {
     pub log_u: Vec<f32>,
 }
 
-/// Where a step's random numbers come from.
-#[derive(Clone, Copy)]
-enum Draws<'a> {
-    /// Philox, at this key and step (the kernel's counter scheme).
-    Philox { key: Key, step: u64 },
-    /// The caller's `noise[batch * dim]` and `uniform[batch]`.
-    Caller {
-        noise: &'a [f32],
-        uniform: &'a [f32],
-    },
-}
+/// A CPU step's random numbers: the counter scheme's, or the caller's `noise[batch * dim]`
+/// and `uniform[batch]`.
+type HostDraws<'a> = Draws<(&'a [f32], &'a [f32])>;
 
 /// The in-kernel random numbers of step `step` under `config`'s seed.
-fn philox(config: &StepConfig, step: u64) -> Draws<'static> {
+fn philox(config: &StepConfig, step: u64) -> HostDraws<'static> {
     Draws::Philox {
-        key: rng::key(config.seed()),
+        seed: config.seed(),
         step,
     }
 }
@@ -151,7 +140,7 @@ pub fn step_with_noise(
         shape,
         target,
         Proposal::StepSize(step_size),
-        Draws::Caller { noise, uniform },
+        Draws::Caller((noise, uniform)),
         false,
     )
 }
@@ -171,7 +160,7 @@ pub fn par_step_with_noise(
         shape,
         target,
         Proposal::StepSize(step_size),
-        Draws::Caller { noise, uniform },
+        Draws::Caller((noise, uniform)),
         true,
     )
 }
@@ -217,7 +206,7 @@ fn run(
     shape: Shape,
     target: &Target,
     proposal: Proposal,
-    draws: Draws,
+    draws: HostDraws,
     parallel: bool,
 ) -> Result<StepOutput> {
     check_step(x, shape, target, proposal)?;
@@ -250,7 +239,7 @@ fn step_into(
     shape: Shape,
     target: &Target,
     proposal: Proposal,
-    draws: Draws,
+    draws: HostDraws,
     parallel: bool,
     out: &mut StepBuffers,
 ) -> Result<()> {
@@ -295,13 +284,15 @@ fn row_step(
     row: usize,
     target: &Target,
     proposal: Proposal,
-    draws: Draws,
+    draws: HostDraws,
     out: &mut [f32],
 ) -> Decision {
     let dim = x.len();
     let eps = |q: usize| match draws {
-        Draws::Philox { key, step } => rng::normal_quad(key, row as u32, step, q as u32),
-        Draws::Caller { noise, .. } => quad_of(&noise[row * dim..(row + 1) * dim], q),
+        Draws::Philox { seed, step } => {
+            rng::normal_quad(rng::key(seed), row as u32, step, q as u32)
+        }
+        Draws::Caller((noise, _)) => quad_of(&noise[row * dim..(row + 1) * dim], q),
     };
 
     // Pass 1 writes each quad's proposal straight into `out` (drawn once); pass 2 puts `x`
@@ -317,8 +308,8 @@ fn row_step(
     }
     let term_total = target.row_total(mh::group_sum_emulated(&partials[..g]));
     let u = match draws {
-        Draws::Philox { key, step } => rng::row_uniform(key, row as u32, step),
-        Draws::Caller { uniform, .. } => uniform[row],
+        Draws::Philox { seed, step } => rng::row_uniform(rng::key(seed), row as u32, step),
+        Draws::Caller((_, uniform)) => uniform[row],
     };
     let log_u = mh::log_uniform(u);
     // The kernels' form of `accept(log_u, log_alpha)` (see `mh::below_threshold`).

@@ -1,6 +1,7 @@
 //! The CPU reference's tests: agreement with the reference formulas, serial and parallel
 //! paths, caller noise, and the comparison rules.
 
+use super::compare::Agreement;
 use super::*;
 
 /// The reference model's formulas in f64, written independently of the kernel crate:

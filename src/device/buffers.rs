@@ -60,7 +60,7 @@ impl DeviceChains {
     }
 
     /// The acceptance flags as the kernel wrote them: one byte per chain, 1 if it moved, 0 if
-    /// not (anything else means the byte was never written; see [`Self::poison_outputs`]).
+    /// not (anything else means the byte was never written; see `poison_outputs`, with the `testing` feature).
     pub fn accepted_flags(&self) -> Result<Vec<u8>> {
         download(self.accepted.stream(), "acceptance flags", &self.accepted)
     }
@@ -68,6 +68,7 @@ impl DeviceChains {
     /// Fills the buffers the next step will write — the next state and the acceptance flags —
     /// with `x_value` and `accepted_value`. A debugging aid: poison them (e.g. NaN and 0xAA)
     /// and any element a kernel fails to write shows up in the result.
+    #[cfg(feature = "testing")]
     pub fn poison_outputs(&mut self, x_value: f32, accepted_value: u8) -> Result<()> {
         let stream = self.x_next.stream().clone();
         let x = crate::host_memory::filled("poison", self.shape.len(), x_value)?;

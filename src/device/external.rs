@@ -12,8 +12,9 @@ use cudarc::driver::sys::CUstream;
 use cudarc::driver::{CudaSlice, DevicePtrMut, PushKernelArg, result};
 
 use super::{DeviceChains, Gpu, ProblemArgs, grid, oom_or};
-use crate::dispatch::{self, Randomness};
+use crate::dispatch;
 use crate::error::{Error, Result};
+use crate::problem::Draws;
 use crate::problem::check_step_size;
 use crate::{DeviceTarget, Shape};
 
@@ -26,24 +27,15 @@ pub struct Borrowed {
     pub len: usize,
 }
 
-/// Where a borrowed step's random numbers come from.
-#[derive(Clone, Copy, Debug)]
-pub enum BorrowedDraws {
-    /// Drawn in the kernel at `(seed, step)` (the counter scheme of `Gpu::step`).
-    Philox {
-        /// The Philox key.
-        seed: u64,
-        /// The step counter.
-        step: u64,
-    },
-    /// The caller's standard normals `noise[batch * dim]` and uniforms `uniform[batch]`, f32
-    /// (finite, and in `[0, 1)`: the caller checks them, the kernel reads them as they are).
-    Caller {
-        /// `[batch, dim]` f32.
-        noise: Borrowed,
-        /// `[batch]` f32.
-        uniform: Borrowed,
-    },
+/// The caller's random numbers of a borrowed step (its [`Draws::Caller`]): standard normals and
+/// uniforms, f32 (finite, and in `[0, 1)`: the caller checks them, the kernel reads them as
+/// they are).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BorrowedNoise {
+    /// `[batch, dim]` f32.
+    pub noise: Borrowed,
+    /// `[batch]` f32.
+    pub uniform: Borrowed,
 }
 
 /// The buffers of one borrowed step: `x[batch, dim]` f32 (read), `x_new[batch, dim]` f32 and
@@ -76,7 +68,7 @@ impl Gpu {
         shape: Shape,
         target: &DeviceTarget,
         step_size: f32,
-        draws: BorrowedDraws,
+        draws: Draws<BorrowedNoise>,
         buffers: BorrowedStep,
     ) -> Result<()> {
         target.check_shape(shape)?;
@@ -92,15 +84,11 @@ impl Gpu {
                 "x_new overlaps x: the step needs a separate output".into(),
             ));
         }
-        let randomness = match draws {
-            BorrowedDraws::Philox { .. } => Randomness::InKernel,
-            BorrowedDraws::Caller { noise, uniform } => {
-                check_borrowed("noise", noise, len, 16)?;
-                check_borrowed("uniform", uniform, batch, 4)?;
-                Randomness::Caller
-            }
-        };
-        let chosen = dispatch::step(shape, randomness, self.device());
+        if let Draws::Caller(BorrowedNoise { noise, uniform }) = draws {
+            check_borrowed("noise", noise, len, 16)?;
+            check_borrowed("uniform", uniform, batch, 4)?;
+        }
+        let chosen = dispatch::step(shape, &draws, self.device());
         let function = self.target_function(target.kind, chosen.entry)?;
         // SAFETY: the caller's contract: a live stream of this context.
         let stream = unsafe { self.ctx.wrap_borrowed_stream(stream) };
@@ -115,8 +103,8 @@ impl Gpu {
         // the library's own at every launch (an event wait and a record, ~1.5 us).
         problem.push(&mut launch);
         let (first, second) = match draws {
-            BorrowedDraws::Philox { seed, step } => (seed, step),
-            BorrowedDraws::Caller { noise, uniform } => (noise.ptr, uniform.ptr),
+            Draws::Philox { seed, step } => (seed, step),
+            Draws::Caller(BorrowedNoise { noise, uniform }) => (noise.ptr, uniform.ptr),
         };
         launch.arg(&first).arg(&second).arg(&tile_rows);
         // SAFETY: the arguments match the step kernels' one signature (as in

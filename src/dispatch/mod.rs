@@ -11,9 +11,12 @@
 use fused_mh_kernel::layout::{self, WARP_SIZE};
 use fused_mh_kernel::layout::{MAX_SPLIT_DIM, MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK};
 
+use crate::problem::Draws;
 use crate::Shape;
 
+#[cfg(any(test, feature = "testing"))]
 mod lessons;
+#[cfg(any(test, feature = "testing"))]
 pub use lessons::{LESSONS, Lesson, lesson};
 
 /// Threads per block for the caller-noise step and the small utility kernels: 8 warps. A
@@ -50,15 +53,6 @@ pub struct Device {
     pub staged: bool,
 }
 
-/// Where a single step's random numbers come from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Randomness {
-    /// Drawn in the kernel (Philox, from the seed and the step counter).
-    InKernel,
-    /// Read from the caller's buffers.
-    Caller,
-}
-
 /// One launch: the entry point, the grid of `blocks` one-dimensional blocks of `threads`, and
 /// the rows per warp tile of the single steps (0 for kernels that take none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,14 +86,15 @@ fn blocks_for(warps: u64, threads: u32, device: Device) -> u32 {
 /// - `_v4` when `dim % 4 == 0`: every quad a 16-byte vector.
 /// - With in-kernel random numbers and the `sm_80` module, rows of up to 1024 elements in whole
 ///   quads are *staged* instead: the next row travels into shared memory by `cp.async`.
-pub fn step(shape: Shape, randomness: Randomness, device: Device) -> Launch {
+pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
+    let in_kernel = matches!(draws, Draws::Philox { .. });
     let dim = shape.dim();
     let quads = layout::quads_per_lane(dim);
     let v4 = dim.is_multiple_of(layout::QUAD);
     let resident = quads <= layout::MAX_RESIDENT_QUADS_PER_LANE;
-    let entry = match randomness {
-        Randomness::InKernel if device.staged && v4 && resident => "mh_step_staged_q2_v4",
-        Randomness::InKernel if device.staged && v4 && quads <= MAX_STAGED_QUADS_PER_LANE => {
+    let entry = match in_kernel {
+        true if device.staged && v4 && resident => "mh_step_staged_q2_v4",
+        true if device.staged && v4 && quads <= MAX_STAGED_QUADS_PER_LANE => {
             let (blocks, tile_rows) = staged_tiles(shape, device);
             return Launch {
                 entry: "mh_step_staged_q8_v4",
@@ -108,13 +103,13 @@ pub fn step(shape: Shape, randomness: Randomness, device: Device) -> Launch {
                 tile_rows,
             };
         }
-        Randomness::InKernel => match (resident, v4) {
+        true => match (resident, v4) {
             (true, true) => "mh_step_q2_v4",
             (true, false) => "mh_step_q2",
             (false, true) => "mh_step_streaming_v4",
             (false, false) => "mh_step",
         },
-        Randomness::Caller => match (quads, v4) {
+        false => match (quads, v4) {
             (q, true) if q <= layout::MAX_RESIDENT_QUADS_PER_LANE => "mh_step_with_noise_q2_v4",
             (q, false) if q <= layout::MAX_RESIDENT_QUADS_PER_LANE => "mh_step_with_noise_q2",
             (q, true) if q <= layout::MAX_RESIDENT_QUADS_CALLER_NOISE => "mh_step_with_noise_q8_v4",
@@ -123,9 +118,10 @@ pub fn step(shape: Shape, randomness: Randomness, device: Device) -> Launch {
             (_, false) => "mh_step_with_noise",
         },
     };
-    let threads = match randomness {
-        Randomness::InKernel => RNG_THREADS_PER_BLOCK,
-        Randomness::Caller => THREADS_PER_BLOCK,
+    let threads = if in_kernel {
+        RNG_THREADS_PER_BLOCK
+    } else {
+        THREADS_PER_BLOCK
     };
     let (blocks, tile_rows) = tiles(shape, threads, device);
     Launch {
@@ -283,6 +279,7 @@ pub fn moments_merge(shape: Shape, device: Device) -> Launch {
 }
 
 /// Philox of `n` (counter, key) pairs, one thread each (known-answer tests on the GPU).
+#[cfg(any(test, feature = "testing"))]
 pub fn philox_many(n: u64, device: Device) -> Launch {
     elementwise("philox4x32_10_many", n, device)
 }
@@ -303,8 +300,11 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::{PTX_MODULES, TargetKind};
+    use crate::{TargetKind, ptx};
     use fused_mh_kernel::abi::ENTRY_BASES;
+
+    const IN_KERNEL: Draws<()> = Draws::Philox { seed: 0, step: 0 };
+    const CALLER: Draws<()> = Draws::Caller(());
 
     const H200: Device = Device {
         sms: 132,
@@ -321,7 +321,7 @@ mod tests {
 
     #[test]
     fn single_steps_take_the_kernel_that_holds_the_row() {
-        let rng = |dim| step(shape(1 << 20, dim), Randomness::InKernel, PORTABLE).entry;
+        let rng = |dim| step(shape(1 << 20, dim), &IN_KERNEL, PORTABLE).entry;
         let names = [1, 64, 256, 257, 1024, 4096].map(rng);
         assert_eq!(
             names,
@@ -334,7 +334,7 @@ mod tests {
                 "mh_step_streaming_v4"
             ]
         );
-        let noise = |dim| step(shape(1 << 20, dim), Randomness::Caller, PORTABLE).entry;
+        let noise = |dim| step(shape(1 << 20, dim), &CALLER, PORTABLE).entry;
         assert_eq!(
             [64, 257, 1024, 1025].map(noise),
             [
@@ -345,7 +345,7 @@ mod tests {
             ]
         );
         // Staged where the module has it: whole quads, up to 1024 elements.
-        let staged = |dim| step(shape(1 << 20, dim), Randomness::InKernel, H200).entry;
+        let staged = |dim| step(shape(1 << 20, dim), &IN_KERNEL, H200).entry;
         assert_eq!(
             [4, 256, 260, 1024, 1028, 33, 257].map(staged),
             [
@@ -365,18 +365,18 @@ mod tests {
     #[test]
     fn tiles_shrink_for_small_batches() {
         // (1M, 64) fills the GPU with 32-row tiles: 32768 warps, 8192 blocks of 4, capped.
-        let big = step(shape(1 << 20, 64), Randomness::InKernel, PORTABLE);
+        let big = step(shape(1 << 20, 64), &IN_KERNEL, PORTABLE);
         assert_eq!((big.tile_rows, big.blocks, big.threads), (32, 4224, 128));
         // 4096 rows of 64: halved down to the 4 rows a warp holds at once.
-        let small = step(shape(4096, 64), Randomness::Caller, PORTABLE);
+        let small = step(shape(4096, 64), &CALLER, PORTABLE);
         assert_eq!(
             (small.tile_rows, small.blocks, small.threads),
             (4, 128, 256)
         );
         // The staged one-warp-per-row step: tiles of 2048 elements, 2 rows at dim 1024.
-        let staged = step(shape(65536, 1024), Randomness::InKernel, H200);
+        let staged = step(shape(65536, 1024), &IN_KERNEL, H200);
         assert_eq!((staged.tile_rows, staged.blocks), (2, 4224));
-        assert_eq!(step(shape(1, 1), Randomness::InKernel, H200).blocks, 1);
+        assert_eq!(step(shape(1, 1), &IN_KERNEL, H200).blocks, 1);
     }
 
     #[test]
@@ -456,8 +456,8 @@ mod tests {
         for dim in dims {
             for batch in [1, 4096, 1 << 20] {
                 let s = shape(batch, dim);
-                for r in [Randomness::InKernel, Randomness::Caller] {
-                    names.insert(step(s, r, device).entry);
+                for r in [IN_KERNEL, CALLER] {
+                    names.insert(step(s, &r, device).entry);
                 }
                 for (moments, scaled) in
                     [(false, false), (true, false), (false, true), (true, true)]
@@ -488,7 +488,7 @@ mod tests {
     /// point of either module is returned for some problem: none is compiled for nothing.
     #[test]
     fn names_are_the_modules_entry_points() {
-        let [portable, newer] = PTX_MODULES.map(|m| entries(m.text));
+        let [portable, newer] = ptx::MODULES.map(|m| entries(m.text));
         let (for_portable, for_newer) = (every_name(false), every_name(true));
         assert!(!portable.is_empty());
         for name in &for_portable {

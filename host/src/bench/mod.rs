@@ -243,7 +243,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
             .map(|(a, b)| format!("CUDA {a}.{b}")),
         ptx_target: gpu.as_ref().map(|g| g.ptx_target()),
         git_rev: env!("FUSED_MH_GIT_REV"),
-        cpu_threads: fused_mh::threads::count(),
+        cpu_threads: fused_mh::testing::threads::count(),
         reps: args.reps,
         copy_gbps: None,
         rows: Vec::new(),

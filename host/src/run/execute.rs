@@ -349,7 +349,7 @@ pub fn warm_up(
             chains.x()?
         }
         None => {
-            let mut x = fused_mh::host_memory::copied("the warm-up's states", &inputs.x)?;
+            let mut x = fused_mh::testing::host_memory::copied("the warm-up's states", &inputs.x)?;
             while done < steps {
                 let k = launch_steps(done);
                 let c = config(&adapt, &scaling)?;

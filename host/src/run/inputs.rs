@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
 use fused_mh::kernel::target::inverse_square;
-use fused_mh::{Error, Shape, Target, TargetKind, host_memory};
+use fused_mh::testing::host_memory;
+use fused_mh::{Error, Shape, Target, TargetKind};
 use rand::SeedableRng;
 use rand_distr::{Distribution, StandardNormal};
 use rand_xorshift::XorShiftRng;

@@ -1,0 +1,69 @@
+//! The GPU's hooks for the project's tests and lessons program (the `testing` feature): a
+//! step as a lesson computes it, and Philox on many GPU threads.
+
+use cudarc::driver::PushKernelArg;
+use fused_mh_kernel::philox::{Ctr, Key};
+
+use super::{DeviceChains, DeviceTarget, Gpu, download, grid};
+use crate::dispatch;
+use crate::error::{Error, Result};
+use crate::problem::{Draws, StepConfig, check_len};
+use crate::target::TargetKind;
+
+impl Gpu {
+    /// One step as a lesson of the kernel crate computes it (`kernel/src/gpu/lessons/`):
+    /// the same results as [`Gpu::step`] (within the GPU-CPU tolerances: a lesson sums a row's
+    /// terms in its own order), by a simpler kernel. For the lessons table of the benchmark and
+    /// the tests that check every lesson against the CPU reference.
+    pub fn step_lesson(
+        &self,
+        lesson: dispatch::Lesson,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+    ) -> Result<()> {
+        let chosen = dispatch::lesson(lesson, chains.shape, self.device()).ok_or_else(|| {
+            Error::ShapeMismatch(format!(
+                "lesson {} takes rows of at most 1024 elements in whole quads, not {}",
+                lesson.number,
+                chains.shape.dim()
+            ))
+        })?;
+        config.check_no_scales("Gpu::step_lesson")?;
+        if target.kind != TargetKind::Gaussian {
+            return Err(Error::InvalidRun(format!(
+                "the lessons step the Gaussian only, not the {}",
+                target.kind.name()
+            )));
+        }
+        let function = self.function(chosen.entry)?;
+        let draws = Draws::Philox {
+            seed: config.seed(),
+            step: chains.step,
+        };
+        self.launch_step_with(chosen, function, chains, target, config.step_size(), draws)?;
+        chains.step += 1;
+        Ok(())
+    }
+
+    /// Philox4x32-10 of each (counter, key) pair, computed on the GPU by one thread per pair
+    /// (for known-answer tests of the device code).
+    pub fn philox4x32_10_many(&self, ctr: &[Ctr], key: &[Key]) -> Result<Vec<Ctr>> {
+        check_len("key", ctr.len(), key.len())?;
+        if ctr.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ctr_dev = self.upload("ctr", ctr.as_flattened())?;
+        let key_dev = self.upload("key", key.as_flattened())?;
+        let mut out_dev = self.alloc::<u32>("philox output", 4 * ctr.len())?;
+        let n = ctr.len() as u64;
+        let chosen = dispatch::philox_many(n, self.device());
+        let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
+        launch.arg(&ctr_dev).arg(&key_dev).arg(&mut out_dev).arg(&n);
+        // SAFETY: `philox4x32_10_many(ctr: *const u32, key: *const u32, out: *mut u32, n: u64)`;
+        // ctr and out hold 4n words, key 2n; only out is written.
+        unsafe { launch.launch(grid(chosen)) }?;
+        let out = download(&self.stream, "philox output", &out_dev)?;
+        Ok(out.as_chunks::<4>().0.to_vec())
+    }
+}
