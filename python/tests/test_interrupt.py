@@ -1,4 +1,4 @@
-"""Ctrl-C during a long `run` (issue 19): KeyboardInterrupt within moments of the signal, not
+"""Ctrl-C during a long `run`: KeyboardInterrupt within moments of the signal, not
 when the run would have ended. A child interpreter runs the call; the test sends SIGINT a
 second in."""
 

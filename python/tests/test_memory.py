@@ -1,4 +1,4 @@
-"""The package when memory is short (issue 19): every call either succeeds or raises
+"""The package when memory is short: every call either succeeds or raises
 MemoryError, never aborts the interpreter or leaves the package broken. Each case runs a child
 interpreter under an address-space limit (`RLIMIT_AS`), from too little to enough."""
 

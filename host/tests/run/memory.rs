@@ -1,4 +1,4 @@
-//! `host run` and host memory (issue 19): under an address-space limit every run either
+//! `host run` and host memory: under an address-space limit every run either
 //! completes or exits 1 naming the memory it could not get, and leaves nothing behind; and the
 //! memory a run plans for, and checks against the free memory, is the memory it uses.
 

@@ -1,4 +1,4 @@
-//! `host run`'s numeric options as a user types them (issue 19's round of hostile input).
+//! `host run`'s numeric options as a user types them.
 
 use std::fs;
 

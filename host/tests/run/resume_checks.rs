@@ -1,4 +1,4 @@
-//! `--resume DIR` checks the run it continues against its summary.json (issue 19): the files'
+//! `--resume DIR` checks the run it continues against its summary.json: the files'
 //! shapes, the digests of the files it reads, the stream position, the step size and scales;
 //! each refusal names `--resume`, the directory and the file. A directory whose name is not
 //! UTF-8 resumes like any other.

@@ -1,6 +1,6 @@
 //! `host run` on paths that are not what they seem: named pipes and devices given as inputs,
 //! `.npy` headers built to make a parser take forever, output names with a trailing slash or
-//! `.` components (issue 19). Each is refused at once, naming the path, with nothing changed.
+//! `.` components. Each is refused at once, naming the path, with nothing changed.
 
 use std::fs;
 use std::os::unix::fs::symlink;

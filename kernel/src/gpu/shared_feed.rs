@@ -20,7 +20,7 @@ use crate::layout::{self, QUAD, WARP_SIZE};
 /// Why: a row of 1024 elements is 8 quads per lane. Held in registers, the row and the next one
 /// loaded ahead need about 150 registers, too few warps fit on an SM; streamed instead (no row
 /// held), each row starts with a wait for memory and a rejected row is written twice
-/// (`bench/NOTES.md`, session 5, has the measurements). An asynchronous copy lands in shared memory
+/// (`bench/NOTES.md`, "rows staged in shared memory", has the measurements). An asynchronous copy lands in shared memory
 /// without a register and without the lane waiting for it until `cp.async.wait_group`, so the
 /// next row can be in flight for the whole of the current row at no register cost, and a
 /// rejected row is written back from shared memory instead of being re-read from L2.

@@ -46,7 +46,7 @@ pub(crate) unsafe fn row_resident<
     // stores nothing. Cheaper than a branch per lane around each quad.
     // (The fused kernel computes its first quads unconditionally instead; here that lets ptxas
     // sink the next row's loads below this arithmetic, which costs more than the branches:
-    // `bench/NOTES.md`, session 4.)
+    // `bench/NOTES.md`, "where the loads go".)
     for k in 0..Q {
         let q = slot.lane_in_group + k * slot.g;
         if k * slot.g < n_quads {
@@ -87,7 +87,7 @@ pub(crate) unsafe fn row_resident<
 
 /// Quads a lane of a streamed row has in flight ahead of the one it computes: one 16-byte
 /// load (two with caller noise) each: two hide the wait of the quad being computed, more add
-/// registers and nothing else (`bench/NOTES.md`, #15, has the measurements).
+/// registers and nothing else (`bench/NOTES.md`, "Variants, predictions, results", has the measurements).
 pub(crate) const STREAM_DEPTH: usize = 2;
 
 /// A row of any length, kept nowhere: pass 1 computes each quad's proposal, adds its terms,
@@ -96,7 +96,7 @@ pub(crate) const STREAM_DEPTH: usize = 2;
 /// read it moments before), and the second write of a rejected row meets the first in L2, so
 /// memory sees each element read once and written once, as in the register-resident path, and
 /// the random numbers are drawn once (for rows much longer than 1024 elements L2 no longer holds
-/// them: `bench/NOTES.md`, session 4).
+/// them: `bench/NOTES.md`, "where the loads go").
 ///
 /// Pass 1 is software-pipelined: the loads of the lane's next [`STREAM_DEPTH`] quads are in
 /// flight while the current quad is computed. With `SCALED` the proposal takes its scales per
@@ -180,7 +180,7 @@ pub(crate) unsafe fn row_streaming<T: Target, N: Noise, const V4: bool, const SC
 /// Quads per lane that pass 2 of a streamed row reloads before it stores any (see
 /// `row_streaming`): one quad at a time, a rejected row of 4096 elements would wait for 32
 /// round trips to L2 in a row; batches of 4 overlap them, batches of 8 need twice the
-/// registers (`bench/NOTES.md`, #17, has the measurements).
+/// registers (`bench/NOTES.md`, "Variants, predictions, results", has the measurements).
 pub(crate) const REWRITE_BATCH: usize = 4;
 
 /// A row's decision, whether its `log alpha` was finite (it is not when the state or the

@@ -128,7 +128,7 @@ pub(crate) unsafe fn broadcast_in_segments(v: f32, src: u32, width: usize) -> f3
 /// The decision of each split row: the upper half's first lane decides on the total, and a
 /// ballot hands its decision to the row's other lanes (`decider_bit`: that lane's bit). A vote
 /// takes a shuffle off the step's critical path: the lanes need one bit, not the total
-/// (`bench/NOTES.md`, fused F6, has the measurements).
+/// (`bench/NOTES.md`, "Fused K steps per launch", has the measurements).
 ///
 /// # Safety
 /// As [`shfl_idx`].

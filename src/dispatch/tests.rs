@@ -1,0 +1,223 @@
+//! The dispatcher's choices, checked without a GPU: every shape's kernel and grid, and every
+//! name it can return against the PTX modules' entry points.
+
+use std::collections::BTreeSet;
+
+use super::*;
+use crate::{TargetKind, ptx};
+use fused_mh_kernel::abi::ENTRY_BASES;
+
+const IN_KERNEL: Draws<()> = Draws::Philox { seed: 0, step: 0 };
+const CALLER: Draws<()> = Draws::Caller(());
+
+const H200: Device = Device {
+    sms: 132,
+    staged: true,
+};
+const PORTABLE: Device = Device {
+    sms: 132,
+    staged: false,
+};
+
+fn shape(batch: usize, dim: usize) -> Shape {
+    Shape::new(batch, dim).expect("valid shape")
+}
+
+#[test]
+fn single_steps_take_the_kernel_that_holds_the_row() {
+    let rng = |dim| step(shape(1 << 20, dim), &IN_KERNEL, PORTABLE).entry;
+    let names = [1, 64, 256, 257, 1024, 4096].map(rng);
+    assert_eq!(
+        names,
+        [
+            "mh_step_q2",
+            "mh_step_q2_v4",
+            "mh_step_q2_v4",
+            "mh_step",
+            "mh_step_streaming_v4",
+            "mh_step_streaming_v4"
+        ]
+    );
+    let noise = |dim| step(shape(1 << 20, dim), &CALLER, PORTABLE).entry;
+    assert_eq!(
+        [64, 257, 1024, 1025].map(noise),
+        [
+            "mh_step_with_noise_q2_v4",
+            "mh_step_with_noise_q8",
+            "mh_step_with_noise_q8_v4",
+            "mh_step_with_noise"
+        ]
+    );
+    // Staged where the module has it: whole quads, up to 1024 elements.
+    let staged = |dim| step(shape(1 << 20, dim), &IN_KERNEL, H200).entry;
+    assert_eq!(
+        [4, 256, 260, 1024, 1028, 33, 257].map(staged),
+        [
+            "mh_step_staged_q2_v4",
+            "mh_step_staged_q2_v4",
+            "mh_step_staged_q8_v4",
+            "mh_step_staged_q8_v4",
+            "mh_step_streaming_v4",
+            "mh_step_q2",
+            "mh_step"
+        ]
+    );
+    // The longer staged step assumes one warp per row.
+    assert_eq!(layout::group_width(260), WARP_SIZE);
+}
+
+#[test]
+fn tiles_shrink_for_small_batches() {
+    // (1M, 64) fills the GPU with 32-row tiles: 32768 warps, 8192 blocks of 4, capped.
+    let big = step(shape(1 << 20, 64), &IN_KERNEL, PORTABLE);
+    assert_eq!((big.tile_rows, big.blocks, big.threads), (32, 4224, 128));
+    // 4096 rows of 64: halved down to the 4 rows a warp holds at once.
+    let small = step(shape(4096, 64), &CALLER, PORTABLE);
+    assert_eq!(
+        (small.tile_rows, small.blocks, small.threads),
+        (4, 128, 256)
+    );
+    // The staged one-warp-per-row step: tiles of 2048 elements, 2 rows at dim 1024.
+    let staged = step(shape(65536, 1024), &IN_KERNEL, H200);
+    assert_eq!((staged.tile_rows, staged.blocks), (2, 4224));
+    assert_eq!(step(shape(1, 1), &IN_KERNEL, H200).blocks, 1);
+}
+
+#[test]
+fn lessons_hold_their_rows() {
+    let at = |n: usize, dim| lesson(LESSONS[n], shape(1 << 20, dim), H200);
+    assert!(at(0, 33).is_some() && at(1, 4097).is_some());
+    assert!(at(2, 1024).is_some() && at(3, 64).is_some());
+    assert!(at(2, 1028).is_none() && at(3, 33).is_none());
+    // One warp per row: 2^20 warps in blocks of 4, capped at 32 blocks per SM.
+    assert_eq!(at(1, 64).map(|l| (l.blocks, l.threads)), Some((4224, 128)));
+    assert_eq!(at(2, 64).map(|l| l.entry), Some("lesson3_lane_groups_q2"));
+    assert_eq!(at(3, 257 * 4).map(|l| l.entry), None);
+    assert_eq!(
+        at(3, 260).map(|l| l.entry),
+        Some("lesson4_loads_in_flight_q8")
+    );
+    for (i, l) in LESSONS.iter().enumerate() {
+        assert_eq!(l.number as usize, i + 1);
+        let prefix = format!("lesson{}", i + 1);
+        assert!(l.file.ends_with(".rs") && l.entries.iter().all(|e| e.starts_with(&prefix)));
+    }
+}
+
+#[test]
+fn fused_kernels_hold_rows_up_to_1024() {
+    let big = |dim, moments| fused(shape(1 << 20, dim), moments, false, H200).map(|l| l.entry);
+    assert_eq!(big(64, false), Some("mh_chain_q2_v4"));
+    assert_eq!(big(33, false), Some("mh_chain_q2"));
+    assert_eq!(big(256, true), Some("mh_chain_q2_v4_stats"));
+    assert_eq!(big(257, false), Some("mh_chain_q8"));
+    assert_eq!(big(1024, true), Some("mh_chain_q8_v4_stats"));
+    assert_eq!(big(1025, false), None);
+    // Small batches split rows of up to 128 elements over twice the lanes, without moments.
+    let small = |dim, moments| fused(shape(4096, dim), moments, false, H200).map(|l| l.entry);
+    assert_eq!(small(64, false), Some("mh_chain_split_v4"));
+    assert_eq!(small(1, false), Some("mh_chain_split"));
+    assert_eq!(small(128, false), Some("mh_chain_split_v4"));
+    assert_eq!(small(129, false), Some("mh_chain_q2"));
+    assert_eq!(small(64, true), Some("mh_chain_q2_v4_stats"));
+    assert!(2 * layout::group_width(MAX_SPLIT_DIM) <= WARP_SIZE);
+    // 4096 rows of 64 split: 16 lanes per row, 2048 warps, 512 blocks of 4 warps.
+    let split = fused(shape(4096, 64), false, false, H200).expect("fits");
+    assert_eq!((split.blocks, split.threads), (512, 128));
+    // Scales take the same kernel's `_scaled` twin, in the same grid.
+    let scaled = fused(shape(4096, 64), false, true, H200).expect("fits");
+    assert_eq!(scaled.entry, "mh_chain_split_v4_scaled");
+    assert_eq!((scaled.blocks, scaled.threads), (512, 128));
+    let scaled = |dim| fused(shape(1 << 20, dim), true, true, H200).map(|l| l.entry);
+    assert_eq!(scaled(33), Some("mh_chain_q2_stats_scaled"));
+    assert_eq!(scaled(1024), Some("mh_chain_q8_v4_stats_scaled"));
+    // Longer rows: the run's streamed single step.
+    let long = |dim, scaled| run_step(shape(4096, dim), scaled, H200).entry;
+    assert_eq!(long(1028, false), "mh_run_step_v4");
+    assert_eq!(long(1025, true), "mh_run_step_scaled");
+}
+
+/// Every exported name the dispatch can lead to, for a device with or without the staged
+/// steps: a target kernel's name for every target (through the kernel crate's table).
+fn every_name(staged: bool) -> BTreeSet<&'static str> {
+    let mut exported = BTreeSet::new();
+    for name in every_dispatched_name(staged) {
+        match ENTRY_BASES.iter().position(|base| *base == name) {
+            Some(i) => exported.extend(TargetKind::ALL.iter().map(|k| k.entry_points()[i])),
+            None => {
+                exported.insert(name);
+            }
+        }
+    }
+    exported
+}
+
+/// Every name the dispatch can return.
+fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
+    let device = Device { sms: 132, staged };
+    let dims = (1..=1100).chain([4096, 4097]);
+    let mut names = BTreeSet::new();
+    for dim in dims {
+        for batch in [1, 4096, 1 << 20] {
+            let s = shape(batch, dim);
+            for r in [IN_KERNEL, CALLER] {
+                names.insert(step(s, &r, device).entry);
+            }
+            for (moments, scaled) in
+                [(false, false), (true, false), (false, true), (true, true)]
+            {
+                names.extend(fused(s, moments, scaled, device).map(|l| l.entry));
+                if dim > 1024 {
+                    names.insert(run_step(s, scaled, device).entry);
+                }
+            }
+            names.insert(stats_update(s, device).entry);
+            names.insert(diagnostics_sums(s, 1, device).entry);
+            names.insert(moments_merge(s, device).entry);
+        }
+    }
+    names.insert(philox_many(1, device).entry);
+    names.extend(LESSONS.iter().flat_map(|l| l.entries));
+    names
+}
+
+fn entries(ptx: &str) -> BTreeSet<&str> {
+    ptx.split(".entry ")
+        .skip(1)
+        .map(|rest| rest.split('(').next().unwrap_or_default())
+        .collect()
+}
+
+/// Every name the dispatch returns for a module is one of its entry points, and every entry
+/// point of either module is returned for some problem: none is compiled for nothing.
+#[test]
+fn names_are_the_modules_entry_points() {
+    let [portable, newer] = ptx::MODULES.map(|m| entries(m.text));
+    let (for_portable, for_newer) = (every_name(false), every_name(true));
+    assert!(!portable.is_empty());
+    for name in &for_portable {
+        assert!(
+            portable.contains(name),
+            "{name} is not in the portable module"
+        );
+    }
+    for name in &for_newer {
+        assert!(newer.contains(name), "{name} is not in the newer module");
+    }
+    let launched: BTreeSet<&str> = for_portable.union(&for_newer).copied().collect();
+    let compiled: BTreeSet<&str> = portable.union(&newer).copied().collect();
+    assert_eq!(
+        compiled, launched,
+        "entry points that nothing launches, or missing ones"
+    );
+    // The staged steps only where cp.async exists.
+    assert!(!portable.iter().any(|n| n.contains("staged")));
+    assert!(newer.contains("mh_step_staged_q8_v4_gaussian"));
+    // Every target has every target kernel, in the table's order.
+    for kind in TargetKind::ALL {
+        assert_eq!(kind.entry_points().len(), ENTRY_BASES.len());
+        for (base, name) in ENTRY_BASES.iter().zip(kind.entry_points()) {
+            assert!(name.starts_with(base) && newer.contains(name), "{name}");
+        }
+    }
+}
