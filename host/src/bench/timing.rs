@@ -5,13 +5,13 @@ use anyhow::Result;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaEvent, CudaSlice};
 use fused_mh::Gpu;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Copy-bandwidth buffer: 1 GiB, far beyond the 50 MB L2.
 const COPY_BYTES: usize = 1 << 30;
 
 /// Minimum, median and maximum of a sample of times, in microseconds.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(crate) struct Times {
     pub(crate) min_us: f64,
     pub(crate) median_us: f64,

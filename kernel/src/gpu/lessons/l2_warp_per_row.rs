@@ -10,9 +10,9 @@
 //! loop over rows must be the same in all 32 lanes (the shuffle needs the whole warp), so rows
 //! are handed out per warp. The second pass still draws the normals again.
 //!
-//! **Measured** (H200): 554 µs at (1048576, 64), 22.8 % of the copy bandwidth (half the
-//! lanes idle, and each row's normals drawn twice); 204 µs at (65536, 1024), 61.7 %.
-//! 40 registers.
+//! **Measured**: the README's lessons table (`host lessons 2`): on short rows half the lanes
+//! idle and each row's normals are drawn twice, so it stays far from the copy bandwidth; long
+//! rows come much closer.
 
 use crate::gpu::device::memory::{load_quad, store_quad};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};

@@ -14,8 +14,7 @@
 //! **What it costs.** Each row still waits for its own loads before computing: nothing else
 //! is in flight while it does. The `_q8` arrays hold 64 registers whatever the row needs.
 //!
-//! **Measured** (H200): 156 µs at (1048576, 64), 80.9 % of the copy bandwidth (`_q2`, 56
-//! registers); 164 µs at (65536, 1024), 76.7 % (`_q8`, 164 registers). Every lane of a group
+//! **Measured**: the README's lessons table (`host lessons 3`). Every lane of a group
 //! also draws its row's uniform (one more Philox call per lane and row); the production step
 //! draws it once per row and hands it over with a shuffle.
 

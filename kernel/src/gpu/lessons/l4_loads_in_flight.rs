@@ -10,10 +10,9 @@
 //! per SM. The production step gets the same overlap at no register cost by staging the next
 //! row in shared memory with `cp.async` (`shared_feed.rs`).
 //!
-//! **Measured** (H200): 161 µs at (1048576, 64), 78.4 % (`_q2`, 72 registers); 197 µs at
-//! (65536, 1024), 64.0 % (`_q8`, 234 registers) — *slower* than lesson 3: the registers that
-//! hold the next row cost more resident warps than the overlap wins. That is why the
-//! production step stages the next row in shared memory instead (89.9 % and 92.6 %).
+//! **Measured**: the README's lessons table (`host lessons 4`) — *slower* than lesson 3: the
+//! registers that hold the next row cost more resident warps than the overlap wins. That is
+//! why the production step stages the next row in shared memory instead.
 
 use crate::gpu::lessons::l3_lane_groups::{
     Groups, lane_group_entry_point, load_lane_quads, step_row,

@@ -1,4 +1,5 @@
-//! The lessons: the same Metropolis–Hastings step written five ways, simplest first, each a
+//! The lessons: the same Metropolis–Hastings step written four simpler ways, then the
+//! production step, each a
 //! file that opens with the one thing it changes, what that costs, and what it measured on the
 //! H200 (`cargo run -p host --release -- lessons` prints the table and draws the chart).
 //!
@@ -15,8 +16,8 @@
 //!    rows sharing one uniform per lane, and on sm_80 the next row staged in shared memory by
 //!    `cp.async` (`shared_feed.rs`).
 //!
-//! Measured on the H200 (% of the device-to-device copy bandwidth, (1048576, 64) and
-//! (65536, 1024)): 11.0 / 8.3, 22.8 / 61.7, 80.9 / 76.7, 78.4 / 64.0, 89.9 / 92.6 (`host lessons`, git 6d80916).
+//! Their figures are in the README's lessons table, which `host lessons --readme README.md`
+//! writes from the measured report (`bench/results/lessons-h200.json`).
 
 pub mod l1_thread_per_row;
 pub mod l2_warp_per_row;
