@@ -40,6 +40,8 @@ sanitize)
     fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030
     lesson_matches_cpu::1::37x12 lesson_matches_cpu::2::5x260 lesson_matches_cpu::3::1000x64
     lesson_matches_cpu::4::300x1024
+    fused_lesson_equals_the_fused_kernel::5x260::k9
+    fused_lesson_equals_the_fused_kernel::4096x64::k20
     scales_of_one_change_nothing::3000x33 scaled_run_matches_cpu::600x300
     scaled_run_matches_cpu::50x1025 nonfinite_counts_are_exact::64x10
     nonfinite_counts_are_exact::8x1030"

@@ -151,6 +151,38 @@ fn lesson_matches_cpu(lesson: dispatch::Lesson, batch: usize, dim: usize) -> Res
     .map_err(|e| format!("lesson {} ({batch}, {dim}): {e}", lesson.number).into())
 }
 
+/// Lesson 6's K steps in one launch (`Gpu::steps_lesson`) against the fused kernel's
+/// (`Gpu::steps`): the same states bit for bit and the same acceptance counts (the same
+/// normals, sums in the same order; the production kernel's threshold test decides as the
+/// lesson's `accept` on every sum a step can give).
+fn fused_lesson_equals_the_fused_kernel(batch: usize, dim: usize, k: u32) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, step_size) = random_problem(batch, dim, (batch + dim) as u64);
+    let config = StepConfig::new(step_size, 31)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut runs = Vec::new();
+    for lesson in [true, false] {
+        let mut chains = gpu.upload_chains(&x, shape)?;
+        chains.set_step_counter((1 << 32) - 3);
+        let mut stats = gpu.new_stats(shape, false)?;
+        match lesson {
+            true => gpu.steps_lesson(&mut chains, &target_dev, &config, k, &mut stats)?,
+            false => gpu.steps(&mut chains, &target_dev, &config, k, &mut stats)?,
+        }
+        let bits: Vec<u32> = chains.x()?.iter().map(|v| v.to_bits()).collect();
+        runs.push((bits, stats.accepted_counts()?, chains.step_counter()));
+    }
+    if runs[0] != runs[1] {
+        return Err(
+            format!("({batch}, {dim}, K = {k}): lesson 6 differs from the fused kernel").into(),
+        );
+    }
+    if runs[0].1.iter().all(|&c| c == 0) {
+        return Err("no step was accepted: the comparison shows nothing".into());
+    }
+    Ok(())
+}
+
 /// GPU outputs against the CPU reference's, within the tolerances `cpu::StepOutput::compare`
 /// states and justifies.
 fn compare(
@@ -413,6 +445,12 @@ fn main() -> ExitCode {
                 Box::new(move || lesson_matches_cpu(lesson, batch, dim)),
             ));
         }
+    }
+    for (batch, dim, k) in [(4096, 64, 20), (1000, 1024, 5), (5, 260, 9), (70000, 12, 3)] {
+        trials.push(gpu_test(
+            format!("fused_lesson_equals_the_fused_kernel::{batch}x{dim}::k{k}"),
+            Box::new(move || fused_lesson_equals_the_fused_kernel(batch, dim, k)),
+        ));
     }
     for (batch, dim) in SHAPES {
         for mode in [Mode::InKernelRng, Mode::CallerNoise] {

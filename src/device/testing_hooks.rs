@@ -66,4 +66,57 @@ impl Gpu {
         let out = download(&self.stream, "philox output", &out_dev)?;
         Ok(out.as_chunks::<4>().0.to_vec())
     }
+
+    /// `steps` steps of every chain in one launch as lesson 6 computes them
+    /// (`kernel/src/gpu/lessons/l6_fused_steps.rs`): the same results as [`Gpu::steps`], bit
+    /// for bit, by a simpler kernel; the accepted steps added to `stats`' counts. For the
+    /// lessons table and the test that checks the lesson against the fused kernel.
+    pub fn steps_lesson(
+        &self,
+        chains: &mut DeviceChains,
+        target: &DeviceTarget,
+        config: &StepConfig,
+        steps: u32,
+        stats: &mut crate::ChainStats,
+    ) -> Result<()> {
+        let shape = chains.shape;
+        target.check_shape(shape)?;
+        config.check_no_scales("Gpu::steps_lesson")?;
+        if target.kind != TargetKind::Gaussian || stats.shape != shape {
+            return Err(Error::InvalidRun(
+                "lesson 6 steps the Gaussian, with statistics of the chains' shape".into(),
+            ));
+        }
+        let chosen =
+            dispatch::lesson(dispatch::FUSED_LESSON, shape, self.device()).ok_or_else(|| {
+                Error::ShapeMismatch(format!(
+                    "lesson 6 takes rows of at most 1024 elements in whole quads, not {}",
+                    shape.dim()
+                ))
+            })?;
+        if stats.unfolded_steps + u64::from(steps) > super::COUNT_FOLD_STEPS {
+            stats.fold_counts()?;
+        }
+        stats.unfolded_steps += u64::from(steps);
+        let (batch, dim) = (shape.batch() as u64, shape.dim() as u64);
+        let (step_size, seed, first_step) = (config.step_size(), config.seed(), chains.step);
+        let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
+        launch.arg(&mut chains.x).arg(&mut stats.accepted.device);
+        launch
+            .arg(&target.address)
+            .arg(&batch)
+            .arg(&dim)
+            .arg(&step_size);
+        launch.arg(&seed).arg(&first_step).arg(&steps);
+        // SAFETY: `lesson6_fused_steps_*(x: *mut f32, accepted_count: *mut u32, target,
+        // batch: u64, dim: u64, step_size: f32, seed: u64, first_step: u64, steps: u32)`: x
+        // holds batch*dim floats (updated in place, each row by the lanes that own it),
+        // accepted_count batch u32, the target the Gaussian's 2 * dim floats (checked);
+        // `dispatch::lesson` chose the variant that holds the row (whole quads, at most 1024
+        // elements) and blocks of 128 threads.
+        unsafe { launch.launch(grid(chosen)) }?;
+        chains.step += u64::from(steps);
+        stats.add_steps(u64::from(steps));
+        Ok(())
+    }
 }

@@ -9,7 +9,8 @@ use crate::Shape;
 /// signature and same results as the production step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lesson {
-    /// Its number, 1 to 4 (5 is the production step, [`super::step`]).
+    /// Its number: 1 to 4 the single steps (5 is the production step, [`super::step`]), 6 the
+    /// fused K steps ([`FUSED_LESSON`]; 7 is the production fused kernel).
     pub number: u32,
     /// Its entry points: for rows of at most 2 quads per lane (256 elements), and longer rows.
     /// Lessons 3 and 4 keep a lane's quads in a register array whose size is fixed at compile
@@ -48,6 +49,14 @@ pub const LESSONS: [Lesson; 4] = [
         idea: "the next row's loads in flight",
     },
 ];
+
+/// Lesson 6: the fused K-step kernel written simply (its own signature: `Gpu::steps_lesson`).
+pub const FUSED_LESSON: Lesson = Lesson {
+    number: 6,
+    entries: ["lesson6_fused_steps_q2", "lesson6_fused_steps_q8"],
+    file: "kernel/src/gpu/lessons/l6_fused_steps.rs",
+    idea: "K steps in one launch, the state in registers",
+};
 
 /// Quads per lane of the lessons' longer register arrays (lessons 3 and 4: rows of up to 1024
 /// elements).

@@ -177,7 +177,7 @@ fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
         }
     }
     names.insert(philox_many(1, device).entry);
-    names.extend(LESSONS.iter().flat_map(|l| l.entries));
+    names.extend(LESSONS.iter().chain([&FUSED_LESSON]).flat_map(|l| l.entries));
     names
 }
 

@@ -16,6 +16,14 @@
 //!    rows sharing one uniform per lane, and on sm_80 the next row staged in shared memory by
 //!    `cp.async` (`shared_feed.rs`).
 //!
+//! Then the fused K-step kernel, the project's headline, gets its own lesson:
+//!
+//! 6. [`l6_fused_steps`]: K steps in one launch, the state in registers across them (lesson 3's
+//!    layout with its body turned into a loop over steps).
+//! 7. The production fused kernel (`chain.rs`): the next step's normals drawn during this
+//!    step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
+//!    shared memory.
+//!
 //! Their figures are in the README's lessons table, which `host lessons --readme README.md`
 //! writes from the measured report (`bench/results/lessons-h200.json`).
 
@@ -23,3 +31,4 @@ pub mod l1_thread_per_row;
 pub mod l2_warp_per_row;
 pub mod l3_lane_groups;
 pub mod l4_loads_in_flight;
+pub mod l6_fused_steps;

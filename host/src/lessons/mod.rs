@@ -15,12 +15,16 @@ use clap::Args;
 use fused_mh::testing::device_of;
 use fused_mh::testing::dispatch::{self, LESSONS};
 use fused_mh::{Draws, Gpu};
-use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{Mode, Times, bytes_moved, copy_bandwidth, cpu_reference, time_each};
 use crate::inputs;
 use crate::report_file::ReportFile;
+
+mod chart;
+mod readme;
+use chart::{chart, is_chart};
+use readme::{Readme, markdown};
 
 /// The two sizes of the table: short rows (many chains), long rows.
 const SIZES: [(usize, usize); 2] = [(1048576, 64), (65536, 1024)];
@@ -28,7 +32,8 @@ const SIZES: [(usize, usize); 2] = [(1048576, 64), (65536, 1024)];
 /// Options of `host lessons`.
 #[derive(Args, Debug, Clone)]
 pub struct LessonsArgs {
-    /// Run this lesson alone (1, 2, ...; the number after the last is the production step).
+    /// Run one row alone: lessons 1 to 4, 5 the production step, 6 the fused lesson, 7 the
+    /// production fused kernel.
     lesson: Option<u32>,
     /// Render an earlier report of this program (its `--json`) instead of measuring: no GPU.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["lesson", "json", "reps", "device", "seed"])]
@@ -90,13 +95,6 @@ fn is_report(text: &str) -> bool {
         .is_ok_and(|v| v["git_rev"].is_string() && v["lessons"].is_array())
 }
 
-/// A chart written by this program (the only kind `--svg` replaces).
-fn is_chart(text: &str) -> bool {
-    text.trim_start().starts_with("<svg") && text.contains(CHART_TITLE)
-}
-
-const CHART_TITLE: &str = "fused-mh lessons";
-
 /// `host lessons`.
 pub fn run(args: LessonsArgs) -> Result<()> {
     anyhow::ensure!(args.reps >= 1, "--reps must be at least 1");
@@ -144,85 +142,149 @@ fn production_number() -> u32 {
     LESSONS.len() as u32 + 1
 }
 
+/// Steps per launch of the fused rows (6 and 7), whose times are given per step.
+const FUSED_STEPS: u32 = 100;
+
+/// What a row of the table runs.
+#[derive(Clone, Copy)]
+enum Kind {
+    /// A single-step lesson.
+    Lesson(dispatch::Lesson),
+    /// The production single step.
+    Step,
+    /// Lesson 6, `FUSED_STEPS` steps a launch.
+    FusedLesson,
+    /// The production fused kernel, `FUSED_STEPS` steps a launch.
+    Fused,
+}
+
+/// The table's rows: the single-step lessons, the production step, the fused lesson, the
+/// production fused kernel.
+fn rows() -> Vec<(Kind, Row)> {
+    let row = |number, entry: String, file: &str, idea: &str| Row {
+        number,
+        entry,
+        file: file.into(),
+        idea: idea.into(),
+        sizes: Vec::new(),
+    };
+    let lesson = |l: &dispatch::Lesson| row(l.number, l.entries.join(", "), l.file, l.idea);
+    let mut rows: Vec<(Kind, Row)> = LESSONS
+        .iter()
+        .map(|l| (Kind::Lesson(*l), lesson(l)))
+        .collect();
+    let (step, fused) = (production_number(), production_number() + 2);
+    let files = "kernel/src/gpu/step.rs, entries.rs";
+    let idea = "production: staged rows, target in shared memory, tiles";
+    rows.push((Kind::Step, row(step, String::new(), files, idea)));
+    rows.push((Kind::FusedLesson, lesson(&dispatch::FUSED_LESSON)));
+    let idea =
+        "production fused: next normals during the sum, shared uniforms, target in shared memory";
+    rows.push((
+        Kind::Fused,
+        row(fused, String::new(), "kernel/src/gpu/chain.rs", idea),
+    ));
+    rows
+}
+
 /// Checks and times the lessons (or the one `args.lesson` names) on the GPU.
 fn measure(args: &LessonsArgs) -> Result<Report> {
-    let production = production_number();
+    let mut rows = rows();
+    let last = rows.len() as u32;
     if let Some(n) = args.lesson
-        && !(1..=production).contains(&n)
+        && !(1..=last).contains(&n)
     {
         bail!(
-            "lesson {n}: the lessons are 1 to {} and {production} is the production step",
-            production - 1
+            "lesson {n}: the rows are 1 to {last} (lessons 1 to {}, {} the production step, {} \
+             the fused lesson, {last} the production fused kernel)",
+            LESSONS.len(),
+            production_number(),
+            dispatch::FUSED_LESSON.number
         );
     }
+    rows.retain(|(_, r)| args.lesson.is_none_or(|n| n == r.number));
     let gpu = match Gpu::open(args.device) {
         Ok(gpu) => gpu,
         Err(e) => bail!("the lessons run on a GPU: {e}"),
     };
     let copy_gbps = copy_bandwidth(&gpu, args.reps)?;
-    let mut rows: Vec<Row> = LESSONS
-        .iter()
-        .map(|l| Row {
-            number: l.number,
-            entry: l.entries.join(", "),
-            file: l.file.to_string(),
-            idea: l.idea.to_string(),
-            sizes: Vec::new(),
-        })
-        .collect();
-    rows.push(Row {
-        number: production,
-        entry: String::new(),
-        file: "kernel/src/gpu/step.rs, entries.rs".into(),
-        idea: "production: staged rows, target in shared memory, tiles".into(),
-        sizes: Vec::new(),
-    });
-    rows.retain(|r| args.lesson.is_none_or(|n| n == r.number));
     for (batch, dim) in SIZES {
         let inputs = inputs::generate(batch, dim, args.seed, false)?;
         let shape = inputs.shape;
-        let step = 0;
-        let (reference, _, _) = cpu_reference(&inputs, Mode::Rng, step)?;
+        let (reference, _, _) = cpu_reference(&inputs, Mode::Rng, 0)?;
         let target = gpu.upload_target(&inputs.target)?;
-        for row in &mut rows {
-            // Each lesson starts from the same states: the check compares one step from them.
+        // The fused rows' check: FUSED_STEPS production single steps from the inputs.
+        let mut fused_reference: Option<Vec<u32>> = None;
+        for (kind, row) in &mut rows {
+            let kind = *kind;
+            // Each row starts from the same states: the check compares its first launch.
             let mut chains = gpu.upload_chains(&inputs.x, shape)?;
-            let lesson = LESSONS.iter().find(|l| l.number == row.number).copied();
-            let one_step = |chains: &mut fused_mh::DeviceChains| -> Result<()> {
-                match lesson {
-                    Some(l) => gpu.step_lesson(l, chains, &target, &inputs.config)?,
-                    None => gpu.step(chains, &target, &inputs.config)?,
+            let mut stats = gpu.new_stats(shape, false)?;
+            let config = &inputs.config;
+            let mut launch = |chains: &mut fused_mh::DeviceChains| -> Result<()> {
+                match kind {
+                    Kind::Lesson(l) => gpu.step_lesson(l, chains, &target, config)?,
+                    Kind::Step => gpu.step(chains, &target, config)?,
+                    Kind::FusedLesson => {
+                        gpu.steps_lesson(chains, &target, config, FUSED_STEPS, &mut stats)?
+                    }
+                    Kind::Fused => gpu.steps(chains, &target, config, FUSED_STEPS, &mut stats)?,
                 }
                 Ok(())
             };
-            // Correct first: poisoned outputs, one step from the inputs, the first rows
-            // compared with the CPU reference.
-            chains.set_step_counter(step);
+            chains.set_step_counter(0);
             chains.poison_outputs(f32::NAN, 0xAA)?;
-            one_step(&mut chains)?;
-            let rows_checked = reference.accepted.len();
-            let (x, flags) = (chains.x()?, chains.accepted_flags()?);
-            let check = match reference.compare(
-                &x[..rows_checked * dim],
-                &flags[..rows_checked],
-                inputs.config.step_size(),
-            ) {
-                Ok(a) => format!("ok ({} flips)", a.boundary_flips),
-                Err(e) => format!("FAILED: {e}"),
+            launch(&mut chains)?;
+            let x = chains.x()?;
+            let check = match kind {
+                Kind::Lesson(_) | Kind::Step => {
+                    // Poisoned outputs, one step, the first rows against the CPU reference.
+                    let rows_checked = reference.accepted.len();
+                    let flags = chains.accepted_flags()?;
+                    match reference.compare(
+                        &x[..rows_checked * dim],
+                        &flags[..rows_checked],
+                        config.step_size(),
+                    ) {
+                        Ok(a) => format!("ok ({} flips)", a.boundary_flips),
+                        Err(e) => format!("FAILED: {e}"),
+                    }
+                }
+                Kind::FusedLesson | Kind::Fused => {
+                    if fused_reference.is_none() {
+                        let mut single = gpu.upload_chains(&inputs.x, shape)?;
+                        for _ in 0..FUSED_STEPS {
+                            gpu.step(&mut single, &target, config)?;
+                        }
+                        fused_reference = Some(single.x()?.iter().map(|v| v.to_bits()).collect());
+                    }
+                    let bits: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+                    match Some(bits) == fused_reference {
+                        true => format!("ok (= {FUSED_STEPS} single steps)"),
+                        false => format!("FAILED: not {FUSED_STEPS} single steps' states"),
+                    }
+                }
             };
-            if row.number == production {
-                let production = dispatch::step(
-                    shape,
-                    &Draws::<()>::Philox { seed: 0, step: 0 },
-                    device_of(&gpu),
-                );
+            if matches!(kind, Kind::Step) {
+                let draws = Draws::<()>::Philox { seed: 0, step: 0 };
+                let production = dispatch::step(shape, &draws, device_of(&gpu));
                 if !row.entry.contains(production.entry) {
                     let sep = if row.entry.is_empty() { "" } else { ", " };
                     row.entry = format!("{}{sep}{}", row.entry, production.entry);
                 }
             }
-            let times = time_each(&gpu, 3, args.reps, || one_step(&mut chains))
+            let times = time_each(&gpu, 3, args.reps, || launch(&mut chains))
                 .with_context(|| format!("lesson {} at {batch} x {dim}", row.number))?;
+            // The fused rows' times per step, as the single steps'.
+            let per_step = match kind {
+                Kind::FusedLesson | Kind::Fused => f64::from(FUSED_STEPS),
+                _ => 1.0,
+            };
+            let times = Times {
+                min_us: times.min_us / per_step,
+                median_us: times.median_us / per_step,
+                max_us: times.max_us / per_step,
+            };
             let gbps = bytes_moved(Mode::Rng, shape) as f64 / (times.median_us * 1e-6) / 1e9;
             row.sizes.push(Measured {
                 batch,
@@ -239,76 +301,8 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
         git_rev: env!("FUSED_MH_GIT_REV").to_string(),
         reps: args.reps,
         copy_gbps,
-        lessons: rows,
+        lessons: rows.into_iter().map(|(_, r)| r).collect(),
     })
-}
-
-/// The README's table: a row per lesson, the file, the idea, and per size the median time and
-/// the share of the copy bandwidth, with where and when it was measured.
-fn markdown(report: &Report) -> String {
-    let mut out = format!(
-        "On the {} ({}, git {}, median of {} steps, copy {:.0} GB/s), written by `host lessons \
-         --readme`:\n\n| # | file | idea |",
-        report.gpu, report.ptx_target, report.git_rev, report.reps, report.copy_gbps
-    );
-    for (b, d) in SIZES {
-        out += &format!(" ({b}, {d}) µs | % copy |");
-    }
-    out += "\n|---|---|---|";
-    out += &"---|---|".repeat(SIZES.len());
-    for row in &report.lessons {
-        let files: Vec<String> = row.file.split(", ").map(|f| format!("`{f}`")).collect();
-        out += &format!("\n| {} | {} | {} |", row.number, files.join(", "), row.idea);
-        for m in &row.sizes {
-            out += &format!(" {:.1} | {:.1} |", m.gpu.median_us, 100.0 * m.copy_fraction);
-        }
-    }
-    out + "\n"
-}
-
-/// A Markdown file with the lessons table between two marker lines.
-struct Readme {
-    path: PathBuf,
-    before: String,
-    after: String,
-}
-
-/// The marker lines (HTML comments: invisible when rendered).
-const TABLE_BEGIN: &str = "<!-- lessons table: written by `host lessons --readme`, do not edit -->";
-const TABLE_END: &str = "<!-- end of the lessons table -->";
-
-impl Readme {
-    /// Reads `path` and finds the markers, before anything is measured.
-    fn read(path: &std::path::Path) -> Result<Self> {
-        let shown = path.display();
-        let text = std::fs::read_to_string(path).with_context(|| format!("--readme {shown}"))?;
-        let (Some(begin), Some(end)) = (text.find(TABLE_BEGIN), text.find(TABLE_END)) else {
-            bail!("--readme {shown}: no lines {TABLE_BEGIN} and {TABLE_END} to write between");
-        };
-        if end < begin {
-            bail!("--readme {shown}: the end marker comes before the beginning");
-        }
-        let split = begin + TABLE_BEGIN.len();
-        Ok(Self {
-            path: path.to_path_buf(),
-            before: text[..split].to_string(),
-            after: text[end..].to_string(),
-        })
-    }
-
-    /// Writes the file with `table` between the markers: a new file beside it, renamed over it.
-    fn write(self, table: &str) -> Result<()> {
-        let dir = self.path.parent().filter(|p| !p.as_os_str().is_empty());
-        let mut temp = tempfile::NamedTempFile::new_in(dir.unwrap_or(std::path::Path::new(".")))?;
-        use std::io::Write as _;
-        write!(temp, "{}\n{table}{}", self.before, self.after)?;
-        // The file keeps its permissions (a new temporary file has 0600).
-        let permissions = std::fs::metadata(&self.path)?.permissions();
-        temp.as_file().set_permissions(permissions)?;
-        temp.persist(&self.path)
-            .with_context(|| format!("--readme {}", self.path.display()))?;
-        Ok(())
-    }
 }
 
 /// The table: lesson, file, idea, and per size the median time and the share of the copy
@@ -337,65 +331,9 @@ fn table(report: &Report) -> Result<String, std::fmt::Error> {
     Ok(out)
 }
 
-/// The chart: per lesson, one bar per size, the share of the copy bandwidth.
-fn chart(report: &Report) -> Result<String> {
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (900, 480)).into_drawing_area();
-        root.fill(&WHITE).map_err(draw_error)?;
-        let n = report.lessons.len() as f64;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                format!("{CHART_TITLE}: % of copy bandwidth, {}", report.gpu),
-                ("sans-serif", 20),
-            )
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(50)
-            .build_cartesian_2d(0.5..n + 0.5, 0.0..100.0)
-            .map_err(draw_error)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(report.lessons.len())
-            .x_label_formatter(&|v| format!("lesson {}", v.round()))
-            .y_desc("% of device-to-device copy bandwidth")
-            .draw()
-            .map_err(draw_error)?;
-        let colors = [RGBColor(31, 119, 180), RGBColor(255, 127, 14)];
-        for (s, (batch, dim)) in SIZES.iter().enumerate() {
-            let color = colors[s];
-            let bars = report.lessons.iter().map(|row| {
-                let x = f64::from(row.number) - 0.35 + 0.35 * s as f64;
-                let y = 100.0 * row.sizes[s].copy_fraction;
-                Rectangle::new([(x, 0.0), (x + 0.33, y)], color.filled())
-            });
-            chart
-                .draw_series(bars)
-                .map_err(draw_error)?
-                .label(format!("batch {batch} x dim {dim}"))
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .border_style(BLACK)
-            .background_style(WHITE)
-            .draw()
-            .map_err(draw_error)?;
-        root.present().map_err(draw_error)?;
-    }
-    Ok(svg)
-}
-
-fn draw_error<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow::anyhow!("drawing the chart: {e}")
-}
-
 #[cfg(test)]
 mod tests {
+    use super::readme::{TABLE_BEGIN, TABLE_END};
     use super::*;
 
     fn report() -> Report {
@@ -449,7 +387,7 @@ mod tests {
     fn readme_table_between_the_markers() {
         let r = report();
         let table = markdown(&r);
-        assert_eq!(table.lines().count(), 2 + 2 + 5, "{table}");
+        assert_eq!(table.lines().count(), 2 + 2 + 5 + 2, "{table}");
         assert!(
             table.contains("| 2 | `f.rs` | an idea | 2.0 | 20.0 | 2.0 | 30.0 |"),
             "{table}"
