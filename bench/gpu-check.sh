@@ -39,7 +39,7 @@ sanitize)
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
     fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030
     lesson_matches_cpu::1::37x12 lesson_matches_cpu::2::5x260 lesson_matches_cpu::3::1000x64
-    lesson_matches_cpu::4::300x1024
+    lesson_matches_cpu::4::300x1024 lesson_matches_cpu::5::5x260 lesson_matches_cpu::6::300x1024
     fused_lesson_equals_the_fused_kernel::5x260::k9
     fused_lesson_equals_the_fused_kernel::4096x64::k20
     scales_of_one_change_nothing::3000x33 scaled_run_matches_cpu::600x300

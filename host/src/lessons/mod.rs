@@ -32,7 +32,7 @@ const SIZES: [(usize, usize); 2] = [(1048576, 64), (65536, 1024)];
 /// Options of `host lessons`.
 #[derive(Args, Debug, Clone)]
 pub struct LessonsArgs {
-    /// Run one row alone: lessons 1 to 4, 5 the production step, 6 the fused lesson, 7 the
+    /// Run one row alone: lessons 1 to 6, 7 the production step, 8 the fused lesson, 9 the
     /// production fused kernel.
     lesson: Option<u32>,
     /// Render an earlier report of this program (its `--json`) instead of measuring: no GPU.
@@ -142,7 +142,7 @@ fn production_number() -> u32 {
     LESSONS.len() as u32 + 1
 }
 
-/// Steps per launch of the fused rows (6 and 7), whose times are given per step.
+/// Steps per launch of the fused rows (8 and 9), whose times are given per step.
 const FUSED_STEPS: u32 = 100;
 
 /// What a row of the table runs.
@@ -152,7 +152,7 @@ enum Kind {
     Lesson(dispatch::Lesson),
     /// The production single step.
     Step,
-    /// Lesson 6, `FUSED_STEPS` steps a launch.
+    /// Lesson 8, `FUSED_STEPS` steps a launch.
     FusedLesson,
     /// The production fused kernel, `FUSED_STEPS` steps a launch.
     Fused,

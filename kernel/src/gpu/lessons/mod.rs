@@ -1,5 +1,5 @@
-//! The lessons: the same Metropolis–Hastings step written four simpler ways, then the
-//! production step, each a
+//! The lessons: the same Metropolis–Hastings step written six simpler ways, each changing one
+//! thing, then the production step, each a
 //! file that opens with the one thing it changes, what that costs, and what it measured on the
 //! H200 (`cargo run -p host --release -- lessons` prints the table and draws the chart).
 //!
@@ -10,17 +10,19 @@
 //!
 //! 1. [`l1_thread_per_row`]: one thread per row — threads, blocks, the grid-stride loop.
 //! 2. [`l2_warp_per_row`]: one warp per row, lanes side by side, a shuffle reduction.
-//! 3. [`l3_lane_groups`]: `G` lanes per row, 16-byte quads, the row kept in registers.
-//! 4. [`l4_loads_in_flight`]: the next row's loads issued before this row is computed.
-//! 5. The production step (`step.rs`, `entries.rs`): the target in shared memory, tiles of
+//! 3. [`l3_lane_groups`]: `G` lanes per row, so short rows leave no lane idle.
+//! 4. [`l4_row_in_registers`]: the row kept in registers, read once and written once.
+//! 5. [`l5_vector_quads`]: each quad one 16-byte load or store.
+//! 6. [`l6_loads_in_flight`]: the next row's loads issued before this row is computed.
+//! 7. The production step (`step.rs`, `entries.rs`): the target in shared memory, tiles of
 //!    rows sharing one uniform per lane, and on sm_80 the next row staged in shared memory by
 //!    `cp.async` (`shared_feed.rs`).
 //!
 //! Then the fused K-step kernel, the project's headline, gets its own lesson:
 //!
-//! 6. [`l6_fused_steps`]: K steps in one launch, the state in registers across them (lesson 3's
+//! 8. [`l8_fused_steps`]: K steps in one launch, the state in registers across them (lesson 5's
 //!    layout with its body turned into a loop over steps).
-//! 7. The production fused kernel (`chain.rs`): the next step's normals drawn during this
+//! 9. The production fused kernel (`chain.rs`): the next step's normals drawn during this
 //!    step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
 //!    shared memory.
 //!
@@ -30,5 +32,7 @@
 pub mod l1_thread_per_row;
 pub mod l2_warp_per_row;
 pub mod l3_lane_groups;
-pub mod l4_loads_in_flight;
-pub mod l6_fused_steps;
+pub mod l4_row_in_registers;
+pub mod l5_vector_quads;
+pub mod l6_loads_in_flight;
+pub mod l8_fused_steps;

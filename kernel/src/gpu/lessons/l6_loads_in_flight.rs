@@ -1,6 +1,6 @@
-//! Lesson 4: the next row's loads in flight while this row computes.
+//! Lesson 6: the next row's loads in flight while this row computes.
 //!
-//! **The idea.** In lesson 3 every row starts with a wait: its loads go out, travel to memory
+//! **The idea.** In lesson 5 every row starts with a wait: its loads go out, travel to memory
 //! and back (about a microsecond), and only then does the arithmetic start. Here the loads of
 //! the warp's *next* row are issued before the current row is computed, into a second set of
 //! registers; by the time the current row is done they have arrived (*software pipelining*).
@@ -10,22 +10,21 @@
 //! per SM. The production step gets the same overlap at no register cost by staging the next
 //! row in shared memory with `cp.async` (`shared_feed.rs`).
 //!
-//! **Measured**: the README's lessons table (`host lessons 4`) — *slower* than lesson 3: the
+//! **Measured**: the README's lessons table (`host lessons 6`) — *slower* than lesson 5: the
 //! registers that hold the next row cost more resident warps than the overlap wins. That is
 //! why the production step stages the next row in shared memory instead.
 
-use crate::gpu::lessons::l3_lane_groups::{
-    Groups, lane_group_entry_point, load_lane_quads, step_row,
-};
+use crate::gpu::lessons::l3_lane_groups::Groups;
+use crate::gpu::lessons::l4_row_in_registers::{lane_group_entry_point, load_lane_quads, step_row};
 use crate::rng;
 
 /// The body of the entry points below.
 ///
 /// # Safety
-/// As `lesson3_lane_groups_q2`, with `quads_per_lane(dim) <= Q`.
+/// As `lesson5_vector_quads_q2`, with `quads_per_lane(dim) <= Q`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn loads_in_flight<const Q: usize>(
+unsafe fn loads_in_flight<const Q: usize, const V4: bool>(
     x: *const f32,
     x_new: *mut f32,
     accepted: *mut u8,
@@ -37,17 +36,18 @@ unsafe fn loads_in_flight<const Q: usize>(
     let groups = Groups::of_this_warp(dim);
     let mut base = groups.first_row;
     // SAFETY: the caller's contract (a row past the batch loads nothing).
-    let mut next = unsafe { load_lane_quads::<Q>(x, base + groups.group, batch, dim, groups) };
+    let mut next =
+        unsafe { load_lane_quads::<Q, true>(x, base + groups.group, batch, dim, groups) };
     while base < batch {
         let row = base + groups.group;
         let current = next;
         // Issued now, used in the next round: these loads travel while `current` computes.
         // SAFETY: as above.
-        next = unsafe { load_lane_quads::<Q>(x, row + groups.stride, batch, dim, groups) };
+        next = unsafe { load_lane_quads::<Q, true>(x, row + groups.stride, batch, dim, groups) };
         // SAFETY: the caller's contract; the whole warp runs this iteration (`base` is the
         // same in every lane).
         unsafe {
-            step_row(
+            step_row::<Q, true>(
                 &current,
                 row,
                 groups,
@@ -64,16 +64,18 @@ unsafe fn loads_in_flight<const Q: usize>(
 }
 
 lane_group_entry_point!(
-    lesson4_loads_in_flight_q2,
+    lesson6_loads_in_flight_q2,
     loads_in_flight,
     2,
+    true,
     256,
-    "as lesson 3, with the next row's loads issued one row ahead"
+    "as lesson 5, with the next row's loads issued one row ahead"
 );
 lane_group_entry_point!(
-    lesson4_loads_in_flight_q8,
+    lesson6_loads_in_flight_q8,
     loads_in_flight,
     8,
+    true,
     1024,
-    "as lesson 3, with the next row's loads issued one row ahead"
+    "as lesson 5, with the next row's loads issued one row ahead"
 );

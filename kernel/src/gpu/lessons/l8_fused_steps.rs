@@ -1,4 +1,4 @@
-//! Lesson 6: K steps in one launch, the state in registers across them.
+//! Lesson 8: K steps in one launch, the state in registers across them.
 //!
 //! **The idea.** A run of K steps as K launches of a single step reads every chain's state
 //! from memory and writes it back K times. But a chain's next step needs nothing from any other
@@ -6,7 +6,7 @@
 //! they write it once. The launch moves `2 * dim` floats per chain instead of `2 K * dim`, and
 //! the step, no longer waiting for memory, becomes a matter of arithmetic: the Philox rounds
 //! and the Box–Muller transform of the normals, the shuffles of the group's sum. This is
-//! lesson 3's row layout (`G` lanes per row, lane `j` owning quads `j, j + G, ...`) with its
+//! lesson 5's row layout (`G` lanes per row, lane `j` owning quads `j, j + G, ...`) with its
 //! per-row body turned into a loop over steps; the same normals and the same sums in the same
 //! order, so the chains end where K single steps take them, bit for bit.
 //!
@@ -18,13 +18,14 @@
 //! step's sum, the uniforms drawn `G` steps at a time by the group's lanes and handed round by
 //! shuffles, the target staged once in shared memory.
 //!
-//! **Measured**: the README's lessons table (`host lessons 6`), in µs per step as the single
+//! **Measured**: the README's lessons table (`host lessons 8`), in µs per step as the single
 //! steps are, against K launches of the production single step and the production fused
 //! kernel.
 
 use crate::gpu::device::memory::{load_v4, store_v4};
 use crate::gpu::device::warp::group_sum;
-use crate::gpu::lessons::l3_lane_groups::{Groups, load_lane_quads};
+use crate::gpu::lessons::l3_lane_groups::Groups;
+use crate::gpu::lessons::l4_row_in_registers::load_lane_quads;
 use crate::layout::{self, QUAD};
 use crate::mh;
 use crate::rng;
@@ -53,7 +54,7 @@ unsafe fn fused_steps<const Q: usize>(
         let row = base + groups.group;
         let live = row < batch;
         // SAFETY: the caller's contract (a row past the batch loads nothing).
-        let mut xs = unsafe { load_lane_quads::<Q>(x, row, batch, dim, groups) };
+        let mut xs = unsafe { load_lane_quads::<Q, true>(x, row, batch, dim, groups) };
         let mut count = 0u32;
         for j in 0..steps {
             let draws = StepDraws::new(key, first_step + u64::from(j));
@@ -137,5 +138,5 @@ macro_rules! fused_steps_entry_point {
     };
 }
 
-fused_steps_entry_point!(lesson6_fused_steps_q2, 2, 256);
-fused_steps_entry_point!(lesson6_fused_steps_q8, 8, 1024);
+fused_steps_entry_point!(lesson8_fused_steps_q2, 2, 256);
+fused_steps_entry_point!(lesson8_fused_steps_q8, 8, 1024);
