@@ -8,8 +8,10 @@
 //! there are two entry points: `_q2` for rows of up to 2 quads per lane (256 elements), `_q8`
 //! for up to 8 (1024).
 //!
-//! **What it costs.** The `_q8` arrays hold 64 registers whatever the row needs; the loads are
-//! still one element at a time.
+//! **What it costs.** The `_q8` arrays hold 64 registers whatever the row needs, and the loads
+//! are still one element at a time: on rows of 1024 the kernel is *slower* than lesson 3 (the
+//! README's table), its registers leaving fewer warps per SM to wait on memory than lesson 3's
+//! two passes do. Lesson 5's 16-byte loads win it back.
 //!
 //! **Measured**: the README's lessons table (`host lessons 4`). Every lane of a group also
 //! draws its row's uniform (one more Philox call per lane and row); the production step draws
