@@ -440,7 +440,7 @@ fn main() -> ExitCode {
         sms: 132,
         staged: true,
     };
-    for lesson in dispatch::LESSONS {
+    for &lesson in dispatch::LESSONS {
         for (batch, dim) in LESSON_SHAPES.into_iter().filter(|&(b, d)| {
             dispatch::lesson(lesson, Shape::new(b, d).expect("a shape"), device).is_some()
         }) {

@@ -29,6 +29,7 @@ extern crate std;
 
 pub mod abi;
 pub mod layout;
+pub mod lessons;
 pub mod math;
 pub mod mh;
 pub mod moments;

@@ -17,8 +17,8 @@
 //! # The files, in reading order
 //! - [`device`]: threads, warps, memory and the special function units.
 //! - [`philox_many`]: the simplest kernel — one thread per Philox block, grid-stride.
-//! - [`lessons`]: the step written four simpler ways, from one thread per row toward the
-//!   production step.
+//! - the lessons (`lessons/`, listed by [`crate::lessons`]): the step written six simpler ways,
+//!   from one thread per row toward the production step, and the fused kernel's lesson.
 //! - [`noise`], [`args`], [`row`], [`feed`] (and `shared_feed` on sm_80): what one step reads
 //!   (random numbers, the buffers), a lane's part of a row, and where a lane's rows come from.
 //! - [`step`]: the single step (register-resident and streamed rows) and [`entries`], its
@@ -34,7 +34,6 @@ pub mod chain;
 pub mod device;
 pub mod entries;
 pub mod feed;
-pub mod lessons;
 pub mod noise;
 pub mod philox_many;
 pub mod row;

@@ -19,7 +19,7 @@
 
 use crate::gpu::device::memory::{load_quad, store_quad};
 use crate::gpu::device::warp::group_sum_loop;
-use crate::gpu::lessons::l3_lane_groups::Groups;
+use crate::lessons::l3_lane_groups::Groups;
 use crate::layout::{self, QUAD};
 use crate::mh;
 use crate::rng;

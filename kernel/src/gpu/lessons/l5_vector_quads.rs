@@ -11,7 +11,7 @@
 //!
 //! **Measured**: the README's lessons table (`host lessons 5`).
 
-use crate::gpu::lessons::l4_row_in_registers::{lane_group_entry_point, lane_groups};
+use crate::lessons::l4_row_in_registers::{lane_group_entry_point, lane_groups};
 
 lane_group_entry_point!(
     lesson5_vector_quads_q2,

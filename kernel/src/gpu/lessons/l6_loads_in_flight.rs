@@ -14,8 +14,8 @@
 //! registers that hold the next row cost more resident warps than the overlap wins. That is
 //! why the production step stages the next row in shared memory instead.
 
-use crate::gpu::lessons::l3_lane_groups::Groups;
-use crate::gpu::lessons::l4_row_in_registers::{lane_group_entry_point, load_lane_quads, step_row};
+use crate::lessons::l3_lane_groups::Groups;
+use crate::lessons::l4_row_in_registers::{lane_group_entry_point, load_lane_quads, step_row};
 use crate::rng;
 
 /// The body of the entry points below.

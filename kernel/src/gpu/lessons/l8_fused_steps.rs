@@ -24,8 +24,8 @@
 
 use crate::gpu::device::memory::{load_v4, store_v4};
 use crate::gpu::device::warp::group_sum;
-use crate::gpu::lessons::l3_lane_groups::Groups;
-use crate::gpu::lessons::l4_row_in_registers::load_lane_quads;
+use crate::lessons::l3_lane_groups::Groups;
+use crate::lessons::l4_row_in_registers::load_lane_quads;
 use crate::layout::{self, QUAD};
 use crate::mh;
 use crate::rng;

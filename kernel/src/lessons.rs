@@ -1,0 +1,140 @@
+//! The lessons: the same Metropolis–Hastings step written six simpler ways, each changing one
+//! thing, then the production step; each a file in `gpu/lessons/` that opens with the one thing it changes, what that costs, and what it measured on the
+//! H200 (`cargo run -p host --release -- lessons` prints the table and draws the chart).
+//!
+//! Every lesson has the production step's signature and draws the same random numbers from the
+//! same functions ([`crate::rng`], [`crate::mh`]), so every one of them computes the same step
+//! and is checked against the CPU reference by the GPU tests. Only the way threads share the
+//! work changes:
+//!
+//! 1. `l1_thread_per_row.rs`: one thread per row — threads, blocks, the grid-stride loop.
+//! 2. `l2_warp_per_row.rs`: one warp per row, lanes side by side, a shuffle reduction.
+//! 3. `l3_lane_groups.rs`: `G` lanes per row, so short rows leave no lane idle.
+//! 4. `l4_row_in_registers.rs`: the row kept in registers, read once and written once.
+//! 5. `l5_vector_quads.rs`: each quad one 16-byte load or store.
+//! 6. `l6_loads_in_flight.rs`: the next row's loads issued before this row is computed.
+//! 7. The production step (`step.rs`, `entries.rs`): the target in shared memory, tiles of
+//!    rows sharing one uniform per lane, and on sm_80 the next row staged in shared memory by
+//!    `cp.async` (`shared_feed.rs`).
+//!
+//! Then the fused K-step kernel, the project's headline, gets its own lesson:
+//!
+//! 8. `l8_fused_steps.rs`: K steps in one launch, the state in registers across them (lesson 5's
+//!    layout with its body turned into a loop over steps).
+//! 9. The production fused kernel (`chain.rs`): the next step's normals drawn during this
+//!    step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
+//!    shared memory.
+//!
+//! Their figures are in the README's lessons table, which `host lessons --readme README.md`
+//! writes from the measured report (`bench/results/lessons-h200.json`).
+//!
+//! # Adding a lesson
+//!
+//! Two files: the lesson's own, in `gpu/lessons/` (its kernels, on the GPU only), and one line
+//! of [`declare_lessons!`](crate::declare_lessons) below, which compiles that file as a module
+//! of this one on the GPU and lists the lesson for the host: its number, entry points, idea and
+//! [`LessonLayout`] (how its threads share the rows, which fixes its grid). The host's
+//! dispatcher, the GPU tests (every lesson against the CPU reference on the rows it holds) and
+//! `host lessons` (the table, its JSON, the chart, the README's table) read that list.
+
+/// One of the lessons: the step written a simpler way, each lesson changing one thing from the
+/// one before; the same results as the production step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lesson {
+    /// Its number: 1 to 6 the single steps (7 is the production step), 8 the fused K steps
+    /// ([`FUSED_LESSON`]; 9 is the production fused kernel).
+    pub number: u32,
+    /// Its entry points: for rows of at most 2 quads per lane (256 elements), and longer rows.
+    /// From lesson 4 on a lane keeps its quads in a register array whose size is fixed at
+    /// compile time, so there is one entry point for each size.
+    pub entries: [&'static str; 2],
+    /// Its file in the repository.
+    pub file: &'static str,
+    /// The one thing it changes.
+    pub idea: &'static str,
+    /// How its threads share the rows, which fixes its grid and the rows it holds.
+    pub layout: LessonLayout,
+}
+
+/// How a lesson's threads share the rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LessonLayout {
+    /// One thread per row: any row.
+    ThreadPerRow,
+    /// One warp per row: any row.
+    WarpPerRow,
+    /// A group of `group_width(dim)` lanes per row, the row walked twice: any row.
+    LaneGroups,
+    /// Lane groups with the row in register arrays: rows of at most 8 quads per lane (1024
+    /// elements), in whole quads if `whole_quads` (16-byte loads).
+    RegisterRows {
+        /// Rows in whole quads only.
+        whole_quads: bool,
+    },
+}
+
+/// Declares the lessons (see the module documentation): the single steps in order, then the
+/// fused lesson, each as `number, module, "file", [entry points], layout, "idea"`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! declare_lessons {
+    (
+        steps: [$($number:literal $module:ident $file:literal [$q2:literal, $q8:literal] $layout:expr, $idea:literal;)*]
+        fused: $f_number:literal $f_module:ident $f_file:literal [$f_q2:literal, $f_q8:literal] $f_layout:expr, $f_idea:literal;
+    ) => {
+        $(
+            #[cfg(target_arch = "nvptx64")]
+            #[path = $file]
+            pub mod $module;
+        )*
+        #[cfg(target_arch = "nvptx64")]
+        #[path = $f_file]
+        pub mod $f_module;
+
+        /// The single-step lessons, simplest first. Each runs with in-kernel random numbers.
+        pub const LESSONS: &[Lesson] = &[$(Lesson {
+            number: $number,
+            entries: [$q2, $q8],
+            file: concat!("kernel/src/", $file),
+            idea: $idea,
+            layout: $layout,
+        }),*];
+
+        /// The fused K-step kernel written simply (its own signature).
+        pub const FUSED_LESSON: Lesson = Lesson {
+            number: $f_number,
+            entries: [$f_q2, $f_q8],
+            file: concat!("kernel/src/", $f_file),
+            idea: $f_idea,
+            layout: $f_layout,
+        };
+    };
+}
+
+use LessonLayout::{LaneGroups, RegisterRows, ThreadPerRow, WarpPerRow};
+
+crate::declare_lessons! {
+    steps: [
+        1 l1_thread_per_row "gpu/lessons/l1_thread_per_row.rs"
+            ["lesson1_thread_per_row", "lesson1_thread_per_row"]
+            ThreadPerRow, "one thread per row, grid-stride";
+        2 l2_warp_per_row "gpu/lessons/l2_warp_per_row.rs"
+            ["lesson2_warp_per_row", "lesson2_warp_per_row"]
+            WarpPerRow, "one warp per row, coalesced, shuffle sum";
+        3 l3_lane_groups "gpu/lessons/l3_lane_groups.rs"
+            ["lesson3_lane_groups", "lesson3_lane_groups"]
+            LaneGroups, "G lanes per row: no idle lanes on short rows";
+        4 l4_row_in_registers "gpu/lessons/l4_row_in_registers.rs"
+            ["lesson4_row_in_registers_q2", "lesson4_row_in_registers_q8"]
+            RegisterRows { whole_quads: false }, "the row in registers: read once, normals drawn once";
+        5 l5_vector_quads "gpu/lessons/l5_vector_quads.rs"
+            ["lesson5_vector_quads_q2", "lesson5_vector_quads_q8"]
+            RegisterRows { whole_quads: true }, "each quad one 16-byte load or store";
+        6 l6_loads_in_flight "gpu/lessons/l6_loads_in_flight.rs"
+            ["lesson6_loads_in_flight_q2", "lesson6_loads_in_flight_q8"]
+            RegisterRows { whole_quads: true }, "the next row's loads in flight";
+    ]
+    fused: 8 l8_fused_steps "gpu/lessons/l8_fused_steps.rs"
+        ["lesson8_fused_steps_q2", "lesson8_fused_steps_q8"]
+        RegisterRows { whole_quads: true }, "K steps in one launch, the state in registers";
+}
