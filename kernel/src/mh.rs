@@ -40,7 +40,7 @@ pub fn propose_scaled(x: [f32; 4], eps: [f32; 4], scale: [f32; 4]) -> [f32; 4] {
     p
 }
 
-/// `log alpha` from the row's total of [`add_log_alpha_term`]'s terms.
+/// `log alpha` from the row's total of terms ([`crate::target::Target::add_quad_terms`]).
 #[inline(always)]
 pub fn log_alpha(term_total: f32) -> f32 {
     -0.5 * term_total

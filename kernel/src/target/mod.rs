@@ -27,8 +27,8 @@
 //!   goes, which states are sane), its exact marginal moments where they exist (what a run is
 //!   checked against), and `log pi` per element in f64 (the tests' independent formula).
 //!
-//! The arithmetic must round the same way on both targets: [`math::fma`](crate::math::fma),
-//! `+ - * /` (IEEE on the GPU too) and [`math::ln`](crate::math::ln) do; `sin`, `cos` and
+//! The arithmetic must round the same way on both targets: [`math::fma`],
+//! `+ - * /` (IEEE on the GPU too) and [`math::ln`] do; `sin`, `cos` and
 //! `sqrt` do not (the GPU's are approximate).
 
 pub mod gaussian;
