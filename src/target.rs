@@ -104,27 +104,6 @@ impl Target {
         &self.arrays
     }
 
-    /// `sum` plus quad `q`'s terms of `-2 log alpha` for state `x` and proposal `p` (the CPU
-    /// reference's twin of a lane's work: the kernel crate's code, on arrays zero-padded past
-    /// `dim` as the GPU loads them).
-    pub(crate) fn add_quad_terms(&self, sum: f32, x: [f32; 4], p: [f32; 4], q: usize) -> f32 {
-        let (arrays, dim) = (&self.arrays[..], self.dim());
-        self.kind.visit(AddQuadTerms {
-            sum,
-            x,
-            p,
-            array_quad: |k: usize| {
-                let array = &arrays[k * dim..(k + 1) * dim];
-                core::array::from_fn(|i| array.get(4 * q + i).copied().unwrap_or(0.0))
-            },
-        })
-    }
-
-    /// The row-level hook: what a row's summed terms become before the decision.
-    pub(crate) fn row_total(&self, summed_terms: f32) -> f32 {
-        self.kind.visit(RowTotal(summed_terms))
-    }
-
     /// Each dimension's exact marginal mean and variance, where they exist (a heavy-tailed
     /// target may have neither): what a run's estimates are checked against.
     pub fn moments(&self) -> Vec<(Option<f64>, Option<f64>)> {
@@ -205,29 +184,6 @@ impl VisitTarget for Pack<'_> {
     type Output = std::result::Result<(), fused_mh_kernel::target::Invalid>;
     fn visit<T: KernelTarget>(self) -> Self::Output {
         T::pack(self.values, self.arrays)
-    }
-}
-
-struct AddQuadTerms<F> {
-    sum: f32,
-    x: [f32; 4],
-    p: [f32; 4],
-    array_quad: F,
-}
-
-impl<F: Fn(usize) -> [f32; 4]> VisitTarget for AddQuadTerms<F> {
-    type Output = f32;
-    fn visit<T: KernelTarget>(self) -> f32 {
-        T::add_quad_terms(self.sum, self.x, self.p, &T::quad(self.array_quad))
-    }
-}
-
-struct RowTotal(f32);
-
-impl VisitTarget for RowTotal {
-    type Output = f32;
-    fn visit<T: KernelTarget>(self) -> f32 {
-        T::row_total(self.0)
     }
 }
 

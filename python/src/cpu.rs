@@ -136,13 +136,7 @@ pub fn run<'py>(
     let x = contiguous("x", &x)?;
     let mut interrupts = Interrupts::default();
     let ran = py.detach(|| {
-        let mut trace = Vec::new();
-        trace
-            .try_reserve_exact(trace_len)
-            .map_err(|_| fused_mh::Error::HostOutOfMemory {
-                what: "trace",
-                bytes: trace_len.saturating_mul(4),
-            })?;
+        let mut trace = crate::errors::reserved_trace(trace_len)?;
         let out = cpu::run_chains(
             x,
             shape,

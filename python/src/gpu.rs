@@ -234,13 +234,7 @@ impl Device {
         let (gpu, x_view) = (&self.gpu, inputs.x);
         let mut interrupts = Interrupts::default();
         let run = py.detach(|| {
-            let mut trace = Vec::new();
-            trace
-                .try_reserve_exact(saves)
-                .map_err(|_| fused_mh::Error::HostOutOfMemory {
-                    what: "trace",
-                    bytes: saves.saturating_mul(4),
-                })?;
+            let mut trace = crate::errors::reserved_trace(saves)?;
             // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
             // Python side waited for its stream), its owner in `inputs` alive until after
             // the run, which synchronizes after each launch.

@@ -14,6 +14,7 @@
 use fused_mh_kernel::layout::{self, QUAD, WARP_SIZE};
 use fused_mh_kernel::mh;
 use fused_mh_kernel::rng;
+use fused_mh_kernel::target::{Target as KernelTarget, VisitTarget};
 use rayon::prelude::*;
 
 use crate::error::Result;
@@ -243,18 +244,61 @@ fn step_into(
     parallel: bool,
     out: &mut StepBuffers,
 ) -> Result<()> {
-    let dim = shape.dim();
-    let StepBuffers { x_new, decisions } = out;
-    let one_row = |(row, (out, decision)): (usize, (&mut [f32], &mut Decision))| {
-        *decision = row_step(
-            &x[row * dim..(row + 1) * dim],
-            row,
-            target,
+    target.kind().visit(StepInto {
+        x,
+        shape,
+        arrays: target.arrays(),
+        proposal,
+        draws,
+        parallel,
+        out,
+    })
+}
+
+/// [`step_into`] for the target's type: chosen once per step, so that the rows' loop calls
+/// the target's terms directly.
+struct StepInto<'a> {
+    x: &'a [f32],
+    shape: Shape,
+    /// The target's arrays, `[T::ARRAYS, dim]`.
+    arrays: &'a [f32],
+    proposal: Proposal<'a>,
+    draws: HostDraws<'a>,
+    parallel: bool,
+    out: &'a mut StepBuffers,
+}
+
+impl VisitTarget for StepInto<'_> {
+    type Output = Result<()>;
+
+    fn visit<T: KernelTarget>(self) -> Result<()> {
+        let Self {
+            x,
+            shape,
+            arrays,
             proposal,
             draws,
+            parallel,
             out,
-        );
-    };
+        } = self;
+        let dim = shape.dim();
+        let StepBuffers { x_new, decisions } = out;
+        let one_row = |(row, (out, decision)): (usize, (&mut [f32], &mut Decision))| {
+            let x = &x[row * dim..(row + 1) * dim];
+            *decision = row_step::<T>(x, row, arrays, proposal, draws, out);
+        };
+        run_rows(x_new, decisions, dim, parallel, one_row)
+    }
+}
+
+/// Runs `one_row` on every row of the step's buffers, on all cores if `parallel`.
+fn run_rows(
+    x_new: &mut [f32],
+    decisions: &mut [Decision],
+    dim: usize,
+    parallel: bool,
+    one_row: impl Fn((usize, (&mut [f32], &mut Decision))) + Sync + Send,
+) -> Result<()> {
     if parallel {
         threads::install(|| {
             x_new
@@ -278,11 +322,12 @@ fn quad_of(values: &[f32], q: usize) -> [f32; 4] {
     core::array::from_fn(|i| values.get(QUAD * q + i).copied().unwrap_or(0.0))
 }
 
-/// One row, in the kernel's order of operations (see the module docs).
-fn row_step(
+/// One row, in the kernel's order of operations (see the module docs), for target `T` with
+/// arrays `arrays` (`[T::ARRAYS, dim]`, each zero-padded past `dim` as the GPU loads it).
+fn row_step<T: KernelTarget>(
     x: &[f32],
     row: usize,
-    target: &Target,
+    arrays: &[f32],
     proposal: Proposal,
     draws: HostDraws,
     out: &mut [f32],
@@ -303,10 +348,11 @@ fn row_step(
         let xq = quad_of(x, q);
         let p = mh::propose_scaled(xq, eps(q), proposal.quad(q));
         let lane = q % g;
-        partials[lane] = target.add_quad_terms(partials[lane], xq, p, q);
+        let target = T::quad(|k| quad_of(&arrays[k * dim..(k + 1) * dim], q));
+        partials[lane] = T::add_quad_terms(partials[lane], xq, p, &target);
         chunk.copy_from_slice(&p[..chunk.len()]);
     }
-    let term_total = target.row_total(mh::group_sum_emulated(&partials[..g]));
+    let term_total = T::row_total(mh::group_sum_emulated(&partials[..g]));
     let u = match draws {
         Draws::Philox { seed, step } => rng::row_uniform(rng::key(seed), row as u32, step),
         Draws::Caller((_, uniform)) => uniform[row],

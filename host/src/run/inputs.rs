@@ -249,6 +249,7 @@ impl Plan {
         let target = Target::of_kind(self.target, values).map_err(|e| {
             let name = match &e {
                 Error::InvalidParameter { param, .. } => *param,
+                Error::LengthMismatch { what, .. } => what,
                 _ => self.params[0].name,
             };
             anyhow::Error::new(e).context(format!("--{name} {}", self.param_text(name)))
