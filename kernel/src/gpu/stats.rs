@@ -34,6 +34,8 @@ pub unsafe extern "ptx-kernel" fn mh_chain_stats_update(
     while e < batch * dim {
         // SAFETY: e < batch * dim; the row's count is touched by its element 0 only.
         unsafe {
+            // `e % dim`, not `is_multiple_of`, which adds a test for `dim == 0` (dim >= 1 here).
+            #[allow(clippy::manual_is_multiple_of)]
             if e % dim == 0 {
                 *accepted_count.add(e / dim) += u32::from(*accepted.add(e / dim));
             }
@@ -100,6 +102,8 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
     }
     // The accepted counts first, by the warps of tile 0 with all their lanes: lane `l` takes
     // every 32nd of the warp's superchains, and a butterfly of shuffles adds the lanes' sums.
+    // `%`, not `is_multiple_of`, which adds a test for `tiles == 0` (tiles >= 1 here).
+    #[allow(clippy::manual_is_multiple_of)]
     if warp % tiles == 0 {
         let mut count = 0.0f64;
         let mut k = warp / tiles + lane_id() * per_tile;
@@ -160,7 +164,14 @@ pub unsafe extern "ptx-kernel" fn mh_diagnostics_sums(
     // time, each warp would wait for memory on every superchain).
     let mut k = warp / tiles;
     while k + 3 * per_tile < superchains {
-        let four = [0, 1, 2, 3].map(|i| superchain(k + i * per_tile));
+        // Written out: `[0, 1, 2, 3].map(..)` is a call that LLVM does not always inline, and
+        // then the four values go through local memory.
+        let four = [
+            superchain(k),
+            superchain(k + per_tile),
+            superchain(k + 2 * per_tile),
+            superchain(k + 3 * per_tile),
+        ];
         four.into_iter().for_each(&mut add);
         k += 4 * per_tile;
     }

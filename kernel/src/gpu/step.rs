@@ -20,6 +20,9 @@ use crate::target::Target;
 ///
 /// # Safety
 /// `Q >= layout::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
+// The loops index three arrays and a feed by `k`: written with indices, they read as the
+// quads they are.
+#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 pub(crate) unsafe fn row_resident<
     T: Target,
