@@ -117,9 +117,11 @@ fn gpu_matches_cpu(batch: usize, dim: usize, mode: Mode, kernels: Kernels) -> Re
 
 /// Shapes for the lessons: short and long rows, rows in whole quads and not, small and large
 /// batches. Each lesson runs on those it holds (from lesson 4 on: up to 1024 elements; from
-/// lesson 5 on: in whole quads).
-const LESSON_SHAPES: [(usize, usize); 6] = [
+/// lesson 5 on: in whole quads). 600000 rows of 8 give lessons 8 and 9 full tiles of 32 rows,
+/// a partial last tile and more tiles than warps (the grid-stride loop).
+const LESSON_SHAPES: [(usize, usize); 7] = [
     (1000, 64),
+    (600000, 8),
     (300, 1024),
     (37, 12),
     (5, 260),
@@ -152,7 +154,7 @@ fn lesson_matches_cpu(lesson: dispatch::Lesson, batch: usize, dim: usize) -> Res
     .map_err(|e| format!("lesson {} ({batch}, {dim}): {e}", lesson.number).into())
 }
 
-/// Lesson 8's K steps in one launch (`Gpu::steps_lesson`) against the fused kernel's
+/// The fused lesson's K steps in one launch (`Gpu::steps_lesson`) against the fused kernel's
 /// (`Gpu::steps`): the same states bit for bit and the same acceptance counts (the same
 /// normals, sums in the same order; the production kernel's threshold test decides as the
 /// lesson's `accept` on every sum a step can give).
@@ -174,9 +176,10 @@ fn fused_lesson_equals_the_fused_kernel(batch: usize, dim: usize, k: u32) -> Res
         runs.push((bits, stats.accepted_counts()?, chains.step_counter()));
     }
     if runs[0] != runs[1] {
-        return Err(
-            format!("({batch}, {dim}, K = {k}): lesson 8 differs from the fused kernel").into(),
-        );
+        return Err(format!(
+            "({batch}, {dim}, K = {k}): the fused lesson differs from the fused kernel"
+        )
+        .into());
     }
     if runs[0].1.iter().all(|&c| c == 0) {
         return Err("no step was accepted: the comparison shows nothing".into());

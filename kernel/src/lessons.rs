@@ -1,6 +1,7 @@
-//! The lessons: the same Metropolis–Hastings step written six simpler ways, each changing one
-//! thing, then the production step; each a file in `gpu/lessons/` that opens with the one thing it changes, what that costs, and what it measured on the
-//! H200 (`cargo run -p host --release -- lessons` prints the table and draws the chart).
+//! The lessons: the same Metropolis–Hastings step written nine simpler ways, each changing one
+//! thing from the one before, up to the production step; each a file in `gpu/lessons/` that
+//! opens with the one thing it changes, what that costs, and where its figures are
+//! (`cargo run -p host --release -- lessons` prints the table and draws the chart).
 //!
 //! Every lesson has the production step's signature and draws the same random numbers from the
 //! same functions ([`crate::rng`], [`crate::mh`]), so every one of them computes the same step
@@ -13,17 +14,20 @@
 //! 4. `l4_row_in_registers.rs`: the row kept in registers, read once and written once.
 //! 5. `l5_vector_quads.rs`: each quad one 16-byte load or store.
 //! 6. `l6_loads_in_flight.rs`: the next row's loads issued before this row is computed.
-//! 7. The production step (`step.rs`, `entries.rs`): the target in shared memory, tiles of
-//!    rows sharing one uniform per lane, and on sm_80 the next row staged in shared memory by
-//!    `cp.async` (`shared_feed.rs`).
+//! 7. `l7_shared_target.rs`: the target copied once per block into shared memory.
+//! 8. `l8_tile_uniforms.rs`: warps in tiles of rows, one lane drawing each row's uniform and a
+//!    shuffle handing it to the row's group.
+//! 9. `l9_threshold.rs`: the decision as one comparison of the sum with `-2 log u`.
+//! 10. The production step (`step.rs`, `entries.rs`): on sm_80 and later the next row staged in
+//!     shared memory by `cp.async` (`shared_feed.rs`) instead of registers.
 //!
 //! Then the fused K-step kernel, the project's headline, gets its own lesson:
 //!
-//! 8. `l8_fused_steps.rs`: K steps in one launch, the state in registers across them (lesson 5's
-//!    layout with its body turned into a loop over steps).
-//! 9. The production fused kernel (`chain.rs`): the next step's normals drawn during this
-//!    step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
-//!    shared memory.
+//! 11. `l11_fused_steps.rs`: K steps in one launch, the state in registers across them
+//!     (lesson 5's layout with its body turned into a loop over steps).
+//! 12. The production fused kernel (`chain.rs`): the next step's normals drawn during this
+//!     step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
+//!     shared memory.
 //!
 //! Their figures are in the README's lessons table, which `host lessons --readme README.md`
 //! writes from the measured report (`bench/results/lessons-h200.json`).
@@ -41,8 +45,9 @@
 /// one before; the same results as the production step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Lesson {
-    /// Its number: 1 to 6 the single steps (7 is the production step), 8 the fused K steps
-    /// ([`FUSED_LESSON`]; 9 is the production fused kernel).
+    /// Its number: from 1, the single steps in order (the production step is the number after
+    /// the last), then the fused K steps ([`FUSED_LESSON`]; the production fused kernel is the
+    /// number after it).
     pub number: u32,
     /// Its entry points: for rows of at most 2 quads per lane (256 elements), and longer rows.
     /// From lesson 4 on a lane keeps its quads in a register array whose size is fixed at
@@ -71,6 +76,9 @@ pub enum LessonLayout {
         /// Rows in whole quads only.
         whole_quads: bool,
     },
+    /// Register rows in whole quads, warps taking tiles of rows: the production step's grid
+    /// and `tile_rows` (rows of at most 1024 elements, `dim % 4 == 0`).
+    Tiles,
 }
 
 /// Declares the lessons (see the module documentation): the single steps in order, then the
@@ -111,7 +119,7 @@ macro_rules! declare_lessons {
     };
 }
 
-use LessonLayout::{LaneGroups, RegisterRows, ThreadPerRow, WarpPerRow};
+use LessonLayout::{LaneGroups, RegisterRows, ThreadPerRow, Tiles, WarpPerRow};
 
 crate::declare_lessons! {
     steps: [
@@ -133,8 +141,17 @@ crate::declare_lessons! {
         6 l6_loads_in_flight "gpu/lessons/l6_loads_in_flight.rs"
             ["lesson6_loads_in_flight_q2", "lesson6_loads_in_flight_q8"]
             RegisterRows { whole_quads: true }, "the next row's loads in flight";
+        7 l7_shared_target "gpu/lessons/l7_shared_target.rs"
+            ["lesson7_shared_target_q2", "lesson7_shared_target_q8"]
+            RegisterRows { whole_quads: true }, "the target in shared memory";
+        8 l8_tile_uniforms "gpu/lessons/l8_tile_uniforms.rs"
+            ["lesson8_tile_uniforms_q2", "lesson8_tile_uniforms_q8"]
+            Tiles, "tiles of rows: one uniform per row, handed out by a shuffle";
+        9 l9_threshold "gpu/lessons/l9_threshold.rs"
+            ["lesson9_threshold_q2", "lesson9_threshold_q8"]
+            Tiles, "the threshold test: the sum against -2 log u";
     ]
-    fused: 8 l8_fused_steps "gpu/lessons/l8_fused_steps.rs"
-        ["lesson8_fused_steps_q2", "lesson8_fused_steps_q8"]
+    fused: 11 l11_fused_steps "gpu/lessons/l11_fused_steps.rs"
+        ["lesson11_fused_steps_q2", "lesson11_fused_steps_q8"]
         RegisterRows { whole_quads: true }, "K steps in one launch, the state in registers";
 }

@@ -67,8 +67,8 @@ impl Gpu {
         Ok(out.as_chunks::<4>().0.to_vec())
     }
 
-    /// `steps` steps of every chain in one launch as lesson 8 computes them
-    /// (`kernel/src/gpu/lessons/l8_fused_steps.rs`): the same results as [`Gpu::steps`], bit
+    /// `steps` steps of every chain in one launch as the fused lesson computes them
+    /// (`kernel/src/gpu/lessons/l11_fused_steps.rs`): the same results as [`Gpu::steps`], bit
     /// for bit, by a simpler kernel; the accepted steps added to `stats`' counts. For the
     /// lessons table and the test that checks the lesson against the fused kernel.
     pub fn steps_lesson(
@@ -84,13 +84,13 @@ impl Gpu {
         config.check_no_scales("Gpu::steps_lesson")?;
         if target.kind != TargetKind::Gaussian || stats.shape != shape {
             return Err(Error::InvalidRun(
-                "lesson 8 steps the Gaussian, with statistics of the chains' shape".into(),
+                "the fused lesson steps the Gaussian, with statistics of the chains' shape".into(),
             ));
         }
         let chosen =
             dispatch::lesson(dispatch::FUSED_LESSON, shape, self.device()).ok_or_else(|| {
                 Error::ShapeMismatch(format!(
-                    "lesson 8 takes rows of at most 1024 elements in whole quads, not {}",
+                    "the fused lesson takes rows of at most 1024 elements in whole quads, not {}",
                     shape.dim()
                 ))
             })?;
@@ -108,7 +108,7 @@ impl Gpu {
             .arg(&dim)
             .arg(&step_size);
         launch.arg(&seed).arg(&first_step).arg(&steps);
-        // SAFETY: `lesson8_fused_steps_*(x: *mut f32, accepted_count: *mut u32, target,
+        // SAFETY: `lesson11_fused_steps_*(x: *mut f32, accepted_count: *mut u32, target,
         // batch: u64, dim: u64, step_size: f32, seed: u64, first_step: u64, steps: u32)`: x
         // holds batch*dim floats (updated in place, each row by the lanes that own it),
         // accepted_count batch u32, the target the Gaussian's 2 * dim floats (checked);

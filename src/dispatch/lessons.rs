@@ -2,7 +2,7 @@
 
 use fused_mh_kernel::layout::{self, WARP_SIZE};
 
-use super::{Device, Launch, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, blocks_for};
+use super::{Device, Launch, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, blocks_for, tiles};
 use crate::Shape;
 
 pub use fused_mh_kernel::lessons::{FUSED_LESSON, LESSONS, Lesson, LessonLayout};
@@ -17,18 +17,32 @@ pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
     let quads = layout::quads_per_lane(dim);
     let entry = lesson.entries[usize::from(quads > layout::MAX_RESIDENT_QUADS_PER_LANE)];
     let rows_per_warp = WARP_SIZE / layout::group_width(dim);
+    let register_rows_fit = |whole_quads: bool| {
+        (!whole_quads || dim.is_multiple_of(layout::QUAD)) && quads <= LESSON_MAX_QUADS_PER_LANE
+    };
     let (warps, threads) = match lesson.layout {
         // One thread per row, in blocks of 256 threads.
         LessonLayout::ThreadPerRow => (batch.div_ceil(WARP_SIZE) as u64, THREADS_PER_BLOCK),
         LessonLayout::WarpPerRow => (batch as u64, RNG_THREADS_PER_BLOCK),
         LessonLayout::LaneGroups => (batch.div_ceil(rows_per_warp) as u64, RNG_THREADS_PER_BLOCK),
         LessonLayout::RegisterRows { whole_quads } => {
-            if (whole_quads && !dim.is_multiple_of(layout::QUAD))
-                || quads > LESSON_MAX_QUADS_PER_LANE
-            {
+            if !register_rows_fit(whole_quads) {
                 return None;
             }
             (batch.div_ceil(rows_per_warp) as u64, RNG_THREADS_PER_BLOCK)
+        }
+        // The production step's tiles (the rows per tile are the kernel's argument).
+        LessonLayout::Tiles => {
+            if !register_rows_fit(true) {
+                return None;
+            }
+            let (blocks, tile_rows) = tiles(shape, RNG_THREADS_PER_BLOCK, device);
+            return Some(Launch {
+                entry,
+                blocks,
+                threads: RNG_THREADS_PER_BLOCK,
+                tile_rows,
+            });
         }
     };
     Some(Launch {

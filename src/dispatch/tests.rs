@@ -86,7 +86,7 @@ fn tiles_shrink_for_small_batches() {
 #[test]
 fn lessons_hold_their_rows() {
     let at = |n: usize, dim| lesson(LESSONS[n], shape(1 << 20, dim), H200);
-    // Lessons 1 to 3 take any row; 4 rows of up to 1024 elements; 5 and 6 in whole quads too.
+    // Lessons 1 to 3 take any row; 4 rows of up to 1024 elements; 5 to 9 in whole quads too.
     assert!(at(0, 33).is_some() && at(1, 4097).is_some() && at(2, 4097).is_some());
     assert!(at(3, 1023).is_some() && at(3, 1025).is_none());
     assert!(at(4, 1024).is_some() && at(4, 1023).is_none() && at(5, 33).is_none());
@@ -96,6 +96,13 @@ fn lessons_hold_their_rows() {
     assert_eq!(at(3, 33).map(|l| l.entry), Some("lesson4_row_in_registers_q2"));
     assert_eq!(at(5, 257 * 4).map(|l| l.entry), None);
     assert_eq!(at(5, 260).map(|l| l.entry), Some("lesson6_loads_in_flight_q8"));
+    // Lessons 8 and 9 take the production step's tiles: 32 rows for 2^20 chains, fewer for a
+    // small batch, so that every SM still has 32 warps.
+    let tiles = |n: usize, batch, dim| lesson(LESSONS[n], shape(batch, dim), H200);
+    let (big, small) = (tiles(7, 1 << 20, 64), tiles(8, 8192, 1024));
+    assert_eq!(big.map(|l| (l.entry, l.tile_rows)), Some(("lesson8_tile_uniforms_q2", 32)));
+    assert_eq!(small.map(|l| (l.entry, l.tile_rows)), Some(("lesson9_threshold_q8", 1)));
+    assert!(tiles(7, 100, 1023).is_none() && tiles(8, 100, 1028).is_none());
     for (i, l) in LESSONS.iter().chain([&FUSED_LESSON]).enumerate() {
         let n = if i < LESSONS.len() { i + 1 } else { LESSONS.len() + 2 };
         assert_eq!(l.number as usize, n);

@@ -32,8 +32,8 @@ const SIZES: [(usize, usize); 2] = [(1048576, 64), (65536, 1024)];
 /// Options of `host lessons`.
 #[derive(Args, Debug, Clone)]
 pub struct LessonsArgs {
-    /// Run one row alone: lessons 1 to 6, 7 the production step, 8 the fused lesson, 9 the
-    /// production fused kernel.
+    /// Run one row of the table alone, by its number: the single-step lessons, then the
+    /// production step, the fused lesson and the production fused kernel.
     lesson: Option<u32>,
     /// Render an earlier report of this program (its `--json`) instead of measuring: no GPU.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["lesson", "json", "reps", "device", "seed"])]
@@ -142,7 +142,8 @@ fn production_number() -> u32 {
     LESSONS.len() as u32 + 1
 }
 
-/// Steps per launch of the fused rows (8 and 9), whose times are given per step.
+/// Steps per launch of the fused rows (the fused lesson and the production fused kernel),
+/// whose times are given per step.
 const FUSED_STEPS: u32 = 100;
 
 /// What a row of the table runs.
@@ -152,7 +153,7 @@ enum Kind {
     Lesson(dispatch::Lesson),
     /// The production single step.
     Step,
-    /// Lesson 8, `FUSED_STEPS` steps a launch.
+    /// The fused lesson, `FUSED_STEPS` steps a launch.
     FusedLesson,
     /// The production fused kernel, `FUSED_STEPS` steps a launch.
     Fused,
@@ -173,9 +174,9 @@ fn rows() -> Vec<(Kind, Row)> {
         .iter()
         .map(|l| (Kind::Lesson(*l), lesson(l)))
         .collect();
-    let (step, fused) = (production_number(), production_number() + 2);
+    let (step, fused) = (production_number(), dispatch::FUSED_LESSON.number + 1);
     let files = "kernel/src/gpu/step.rs, entries.rs";
-    let idea = "production: staged rows, target in shared memory, tiles";
+    let idea = "production: the next row staged in shared memory by cp.async";
     rows.push((Kind::Step, row(step, String::new(), files, idea)));
     rows.push((Kind::FusedLesson, lesson(&dispatch::FUSED_LESSON)));
     let idea =

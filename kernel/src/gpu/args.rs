@@ -35,64 +35,98 @@ const fn target_quad_bytes<T: Target>() -> u32 {
     16 * T::ARRAYS as u32
 }
 
-impl StepArgs {
-    /// Copies the target's arrays (zero-padded to whole quads) into the block's shared memory,
-    /// quad by quad (quad `q`'s arrays side by side), and returns the copy's address, for the
-    /// register-resident kernels (rows of at most `Q * 32` quads). Every thread of the block
-    /// must call this, once, at the start.
-    ///
-    /// Why: every row reads the whole target. From global memory those reads are L1 hits that
-    /// share the L1TEX pipeline with the stream of `x` misses and need 64-bit addresses held in
-    /// registers; from shared memory they are one 32-bit address and a few dozen cycles. On the
-    /// H200 this took the Q2 kernel from 64 to 55 registers at the same speed (the step is
-    /// issue-bound, see `bench/NOTES.md`), headroom the loop structure below spends.
-    ///
-    /// The array is declared inside the inline PTX, in its own scope, so each kernel that calls
-    /// this gets one (a test of the host library checks that no kernel declares two).
-    ///
-    /// # Safety
-    /// `quads_per_row(dim) <= Q * 32`, `V4` only if `dim % 4 == 0`, and all threads of the
-    /// block call it (it ends with a block barrier).
-    #[inline(always)]
-    pub(crate) unsafe fn stage_target<T: Target, const Q: usize, const V4: bool>(&self) -> u32 {
-        let base: u32;
-        // SAFETY: declares a block-shared array and takes its address; no memory is touched.
-        unsafe {
-            asm!("{{ .shared .align 16 .b8 fused_mh_target[{bytes}]; mov.u32 {base}, fused_mh_target; }}",
-                 bytes = const Q * WARP_SIZE * target_quad_bytes::<T>() as usize,
-                 base = out(reg32) base, options(nostack));
-        }
-        let n_quads = layout::quads_per_row(self.dim);
-        let mut q = thread_idx_x();
-        // The whole array, zeros past the row: a quad of zeros adds exactly nothing to the
-        // terms (the `Target` contract), so lanes may compute it instead of branching.
-        while q < Q * WARP_SIZE {
-            let at = base + q as u32 * target_quad_bytes::<T>();
-            for k in 0..T::ARRAYS {
-                // SAFETY: q < Q * 32, the array's length in quads; inside the target if
-                // q < n_quads; quad q is this thread's alone until the barrier.
-                unsafe {
-                    let array = if q < n_quads {
-                        self.target_array_quad::<T, V4>(k, q)
-                    } else {
-                        [0.0; 4]
-                    };
-                    store_shared_v4(at + 16 * k as u32, array);
-                }
-            }
-            q += block_dim_x();
-        }
-        // SAFETY: every thread of the block reaches this barrier (the caller's contract).
-        unsafe { nvptx::_syncthreads() };
-        base
+/// Copies the target's arrays (`[T::ARRAYS, dim]` at `target`, zero-padded to whole quads) into
+/// the block's shared memory, quad by quad (quad `q`'s arrays side by side), and returns the
+/// copy's address, for the register-resident kernels (rows of at most `Q * 32` quads). Every
+/// thread of the block must call this, once, at the start.
+///
+/// Why: every row reads the whole target. From global memory those reads are L1 hits that
+/// share the L1TEX pipeline with the stream of `x` misses and need 64-bit addresses held in
+/// registers; from shared memory they are one 32-bit address and a few dozen cycles. On the
+/// H200 this took the Q2 kernel from 64 to 55 registers at the same speed (the step is
+/// issue-bound, see `bench/NOTES.md`); lesson 7 (`gpu/lessons/l7_shared_target.rs`) measures
+/// it alone.
+///
+/// The array is declared inside the inline PTX, in its own scope, so each kernel that calls
+/// this gets one (a test of the host library checks that no kernel declares two).
+///
+/// # Safety
+/// `quads_per_row(dim) <= Q * 32`, `V4` only if `dim % 4 == 0`, and all threads of the
+/// block call it (it ends with a block barrier).
+#[inline(always)]
+pub(crate) unsafe fn stage_target<T: Target, const Q: usize, const V4: bool>(
+    target: *const f32,
+    dim: usize,
+) -> u32 {
+    let base: u32;
+    // SAFETY: declares a block-shared array and takes its address; no memory is touched.
+    unsafe {
+        asm!("{{ .shared .align 16 .b8 fused_mh_target[{bytes}]; mov.u32 {base}, fused_mh_target; }}",
+             bytes = const Q * WARP_SIZE * target_quad_bytes::<T>() as usize,
+             base = out(reg32) base, options(nostack));
     }
+    let n_quads = layout::quads_per_row(dim);
+    let mut q = thread_idx_x();
+    // The whole array, zeros past the row: a quad of zeros adds exactly nothing to the
+    // terms (the `Target` contract), so lanes may compute it instead of branching.
+    while q < Q * WARP_SIZE {
+        let at = base + q as u32 * target_quad_bytes::<T>();
+        for k in 0..T::ARRAYS {
+            // SAFETY: q < Q * 32, the array's length in quads; inside the target if
+            // q < n_quads; quad q is this thread's alone until the barrier.
+            unsafe {
+                let array = if q < n_quads {
+                    target_array_quad::<V4>(target, dim, k, q)
+                } else {
+                    [0.0; 4]
+                };
+                store_shared_v4(at + 16 * k as u32, array);
+            }
+        }
+        q += block_dim_x();
+    }
+    // SAFETY: every thread of the block reaches this barrier (the caller's contract).
+    unsafe { nvptx::_syncthreads() };
+    base
+}
 
+/// Quad `q` of the target from the shared copy at `base` (see [`stage_target`]);
+/// zeros past the row.
+///
+/// # Safety
+/// `base` comes from `stage_target::<T, Q, _>` in this launch and `q < Q * 32`.
+#[inline(always)]
+pub(crate) unsafe fn shared_target_quad<T: Target>(base: u32, q: usize) -> T::Quad {
+    let at = base + q as u32 * target_quad_bytes::<T>();
+    // SAFETY: inside the staged array, written before the barrier.
+    T::quad(|k| unsafe { load_shared_v4(at + 16 * k as u32) })
+}
+
+/// Quad `q` of the target's array `k`, zero-padded past `dim`.
+///
+/// # Safety
+/// As [`StepArgs::target_quad`], and `k < T::ARRAYS`.
+#[inline(always)]
+pub(crate) unsafe fn target_array_quad<const V4: bool>(
+    target: *const f32,
+    dim: usize,
+    k: usize,
+    q: usize,
+) -> [f32; 4] {
+    let valid = layout::valid_in_quad(dim, q);
+    // SAFETY: the quad lies inside array k (`dim` floats from `k * dim`); buffers from
+    // cuMemAlloc are 256-byte aligned and, with V4, `dim % 4 == 0`, so quads are 16-byte
+    // aligned.
+    unsafe { load_quad::<V4>(target.add(k * dim + QUAD * q), valid) }
+}
+
+impl StepArgs {
     /// Copies the per-dimension proposal scales (zero-padded to whole quads) into the block's
-    /// shared memory and returns the copy's address, as [`Self::stage_target`] does for the
+    /// shared memory and returns the copy's address, as [`stage_target`] does for the
     /// target, for the `_scaled` fused kernels. Every thread of the block must call this, once.
     ///
     /// # Safety
-    /// As [`Self::stage_target`], and `scale` holds `dim` floats.
+    /// As [`stage_target`], and `scale` holds `dim` floats.
     #[inline(always)]
     pub(crate) unsafe fn stage_scales<const Q: usize, const V4: bool>(&self) -> u32 {
         let base: u32;
@@ -162,18 +196,6 @@ impl StepArgs {
         unsafe { load_quad::<V4>(self.scale.add(QUAD * q), layout::valid_in_quad(self.dim, q)) }
     }
 
-    /// Quad `q` of the target from the shared copy at `base` (see [`Self::stage_target`]);
-    /// zeros past the row.
-    ///
-    /// # Safety
-    /// `base` comes from `stage_target::<T, Q, _>` in this launch and `q < Q * 32`.
-    #[inline(always)]
-    pub(crate) unsafe fn shared_target_quad<T: Target>(base: u32, q: usize) -> T::Quad {
-        let at = base + q as u32 * target_quad_bytes::<T>();
-        // SAFETY: inside the staged array, written before the barrier.
-        T::quad(|k| unsafe { load_shared_v4(at + 16 * k as u32) })
-    }
-
     /// The target's quad `q`, zero-padded past `dim` (so the padded elements' terms vanish).
     ///
     /// # Safety
@@ -181,20 +203,7 @@ impl StepArgs {
     #[inline(always)]
     pub(crate) unsafe fn target_quad<T: Target, const V4: bool>(&self, q: usize) -> T::Quad {
         // SAFETY: forwarded.
-        T::quad(|k| unsafe { self.target_array_quad::<T, V4>(k, q) })
-    }
-
-    /// Quad `q` of the target's array `k`, zero-padded past `dim`.
-    ///
-    /// # Safety
-    /// As [`Self::target_quad`], and `k < T::ARRAYS`.
-    #[inline(always)]
-    unsafe fn target_array_quad<T: Target, const V4: bool>(&self, k: usize, q: usize) -> [f32; 4] {
-        let valid = layout::valid_in_quad(self.dim, q);
-        // SAFETY: the quad lies inside array k (`dim` floats from `k * dim`); buffers from
-        // cuMemAlloc are 256-byte aligned and, with V4, `dim % 4 == 0`, so quads are 16-byte
-        // aligned.
-        unsafe { load_quad::<V4>(self.target.add(k * self.dim + QUAD * q), valid) }
+        T::quad(|k| unsafe { target_array_quad::<V4>(self.target, self.dim, k, q) })
     }
 
     /// Quad `q` of the current state of the row that starts at element `offset`.

@@ -1,6 +1,6 @@
 //! The fused kernel: K steps of every chain in one launch, each row in registers.
 
-use crate::gpu::args::{RowSlot, StepArgs};
+use crate::gpu::args::{RowSlot, StepArgs, shared_target_quad, stage_target};
 use crate::gpu::device::memory::store_quad;
 use crate::gpu::device::sfu::{count_not_finite, count_zero};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
@@ -142,7 +142,7 @@ pub(crate) unsafe fn chain_rows<
     let row_stride = grid_dim_x() * warps_per_block * rows_at_once;
     let n_quads = layout::quads_per_row(args.dim);
     // SAFETY: Q >= quads_per_lane(dim), so at most Q * 32 quads; every thread is here.
-    let target = unsafe { args.stage_target::<T, Q, V4>() };
+    let target = unsafe { stage_target::<T, Q, V4>(args.target, args.dim) };
     // A lane owns the same quads of every row, so its proposal scales are the same for the
     // whole launch: in registers when it owns few quads, else staged in shared memory.
     let scales_in_registers = Q <= layout::MAX_RESIDENT_QUADS_PER_LANE;
@@ -244,7 +244,7 @@ pub(crate) unsafe fn chain_rows<
             for k in 0..Q {
                 if computed(k) {
                     // SAFETY: q < Q * 32, and `target` is the staged copy.
-                    let quad = unsafe { StepArgs::shared_target_quad::<T>(target, quad_of(k)) };
+                    let quad = unsafe { shared_target_quad::<T>(target, quad_of(k)) };
                     if k == 0 {
                         first_target = quad;
                     }

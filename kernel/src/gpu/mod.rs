@@ -17,7 +17,7 @@
 //! # The files, in reading order
 //! - [`device`]: threads, warps, memory and the special function units.
 //! - [`philox_many`]: the simplest kernel — one thread per Philox block, grid-stride.
-//! - the lessons (`lessons/`, listed by [`crate::lessons`]): the step written six simpler ways,
+//! - the lessons (`lessons/`, listed by [`crate::lessons`]): the step written nine simpler ways,
 //!   from one thread per row toward the production step, and the fused kernel's lesson.
 //! - [`noise`], [`args`], [`row`], [`feed`] (and `shared_feed` on sm_80): what one step reads
 //!   (random numbers, the buffers), a lane's part of a row, and where a lane's rows come from.

@@ -1,6 +1,6 @@
 //! The single step: one row resident in registers or streamed, and the tile loop.
 
-use crate::gpu::args::{RowSlot, StepArgs, Tile};
+use crate::gpu::args::{RowSlot, StepArgs, Tile, shared_target_quad, stage_target};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::{group_sum_loop, shfl_idx};
 use crate::gpu::feed::RowFeed;
@@ -61,7 +61,7 @@ pub(crate) unsafe fn row_resident<
                 unsafe { feed.quad(k) },
                 (
                     // SAFETY: q < Q * 32, and `target` is the staged copy.
-                    unsafe { StepArgs::shared_target_quad::<T>(target, q) },
+                    unsafe { shared_target_quad::<T>(target, q) },
                     [args.step_size; 4],
                 ),
                 partial,
@@ -276,7 +276,7 @@ pub(crate) unsafe fn step_tiles<
     let target = if Q > 0 {
         // SAFETY: the host picks a resident variant only for rows of at most Q quads per lane,
         // so at most Q * 32 quads; every thread of the block is here.
-        unsafe { args.stage_target::<T, Q, V4>() }
+        unsafe { stage_target::<T, Q, V4>(args.target, args.dim) }
     } else {
         0
     };

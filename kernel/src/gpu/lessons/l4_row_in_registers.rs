@@ -23,7 +23,8 @@ use crate::lessons::l3_lane_groups::Groups;
 use crate::layout::{self, QUAD};
 use crate::mh;
 use crate::rng;
-use crate::target::gaussian;
+use crate::target::Target;
+use crate::target::gaussian::{Gaussian, GaussianQuad};
 
 /// This lane's quads of row `row` (zeros where it owns none or the row is past the batch).
 ///
@@ -50,11 +51,40 @@ pub(crate) unsafe fn load_lane_quads<const Q: usize, const V4: bool>(
     xs
 }
 
-/// The step of one row from this lane's quads `xs`: the proposals, the group's sum, the
-/// decision, and the new state written. Returns nothing; writes `x_new` and `accepted`.
+/// The Gaussian's quad `q` from its packed arrays in global memory (`mu`, then `1 / sigma^2`),
+/// zeros past the row. Lessons 4 to 6 read it at every row, through L1; lesson 7 keeps a copy
+/// in shared memory instead.
 ///
 /// # Safety
-/// As [`load_lane_quads`]; all 32 lanes of the warp call it together.
+/// `target` holds `2 * dim` floats, `q < quads_per_row(dim)`; with `V4` `dim % 4 == 0`.
+#[inline(always)]
+pub(crate) unsafe fn global_target_quad<const V4: bool>(
+    target: *const f32,
+    dim: usize,
+    q: usize,
+) -> GaussianQuad {
+    let (mu, inv_var) = (target, target.wrapping_add(dim));
+    let valid = layout::valid_in_quad(dim, q);
+    // SAFETY: quad q of both arrays (the contract), 16-byte aligned with V4.
+    unsafe {
+        GaussianQuad {
+            mu: load_quad::<V4>(mu.add(QUAD * q), valid),
+            inv_var: load_quad::<V4>(inv_var.add(QUAD * q), valid),
+        }
+    }
+}
+
+/// The step of one row from this lane's quads `xs`: the proposals, the group's sum, the
+/// decision, and the new state written (`x_new`, and `accepted` by the group's first lane).
+///
+/// Two things are the caller's, so that later lessons can change them alone: `target_quad(q)`
+/// gives the target's quad `q` (from global memory in lessons 4 to 6, from shared memory from
+/// lesson 7 on), and `accept(total)` decides from the group's total of terms (from lesson 8
+/// on with a uniform fetched once per row).
+///
+/// # Safety
+/// As [`load_lane_quads`], `target_quad` safe to call for every `q < quads_per_row(dim)`; all
+/// 32 lanes of the warp call it together.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) unsafe fn step_row<const Q: usize, const V4: bool>(
@@ -63,8 +93,8 @@ pub(crate) unsafe fn step_row<const Q: usize, const V4: bool>(
     groups: Groups,
     (batch, dim, step_size): (usize, usize, f32),
     draws: &rng::StepDraws,
-    mu: *const f32,
-    inv_var: *const f32,
+    target_quad: impl Fn(usize) -> GaussianQuad,
+    accept: impl FnOnce(f32) -> bool,
     x_new: *mut f32,
     accepted: *mut u8,
 ) {
@@ -75,24 +105,13 @@ pub(crate) unsafe fn step_row<const Q: usize, const V4: bool>(
     for k in 0..Q {
         let q = groups.j + k * groups.g;
         if live && q < quads {
-            let valid = layout::valid_in_quad(dim, q);
-            // SAFETY: quad q of the target, inside mu and inv_var.
-            let (mu_q, inv_var_q) = unsafe {
-                (
-                    load_quad::<V4>(mu.add(QUAD * q), valid),
-                    load_quad::<V4>(inv_var.add(QUAD * q), valid),
-                )
-            };
             ps[k] = mh::propose(xs[k], draws.normal_quad(row as u32, q as u32), step_size);
-            terms = gaussian::add_quad_terms(terms, xs[k], ps[k], mu_q, inv_var_q);
+            terms = Gaussian::add_quad_terms(terms, xs[k], ps[k], &target_quad(q));
         }
     }
     // SAFETY: all 32 lanes are here (the contract); `g` is the same in every lane.
     let total = unsafe { group_sum_loop(terms, groups.g) };
-    let accept = live && {
-        let log_u = mh::log_uniform(draws.row_uniform(row as u32));
-        mh::accept(log_u, mh::log_alpha(total))
-    };
+    let accept = live && accept(total);
     for (k, (x, p)) in xs.iter().zip(&ps).enumerate() {
         let q = groups.j + k * groups.g;
         if live && q < quads {
@@ -107,22 +126,28 @@ pub(crate) unsafe fn step_row<const Q: usize, const V4: bool>(
     }
 }
 
+/// Lessons 4 to 7's decision: every lane of the group draws its row's uniform and accepts when
+/// `log u < log alpha`.
+#[inline(always)]
+pub(crate) fn accept_drawing_the_uniform(draws: &rng::StepDraws, row: usize, total: f32) -> bool {
+    let log_u = mh::log_uniform(draws.row_uniform(row as u32));
+    mh::accept(log_u, mh::log_alpha(total))
+}
+
 /// The body of the entry points below.
 ///
 /// # Safety
 /// As the entry points, with `quads_per_lane(dim) <= Q` (and `dim % 4 == 0` with `V4`).
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(crate) unsafe fn lane_groups<const Q: usize, const V4: bool>(
-    x: *const f32,
-    x_new: *mut f32,
-    accepted: *mut u8,
-    mu: *const f32,
-    inv_var: *const f32,
+    (x, x_new, accepted, target): (*const f32, *mut f32, *mut u8, *const f32),
     (batch, dim, step_size): (usize, usize, f32),
     draws: &rng::StepDraws,
+    _tile_rows: usize,
 ) {
     let groups = Groups::of_this_warp(dim);
+    // SAFETY (of every call): q < quads_per_row(dim), the only quads `step_row` asks for.
+    let target_quad = |q| unsafe { global_target_quad::<V4>(target, dim, q) };
     // `base` is the same in every lane of the warp: the loop is uniform across the warp, and
     // groups past the batch go round with it (`row >= batch`: they load, store and decide
     // nothing, but take part in the shuffles).
@@ -138,8 +163,8 @@ pub(crate) unsafe fn lane_groups<const Q: usize, const V4: bool>(
                 groups,
                 (batch, dim, step_size),
                 draws,
-                mu,
-                inv_var,
+                target_quad,
+                |total| accept_drawing_the_uniform(draws, row, total),
                 x_new,
                 accepted,
             );
@@ -148,9 +173,9 @@ pub(crate) unsafe fn lane_groups<const Q: usize, const V4: bool>(
     }
 }
 
-/// Defines an entry point of lessons 4 to 6 that runs `$body::<$q, $v4>` (register arrays of
+/// Defines an entry point of lessons 4 to 9 that runs `$body::<$q, $v4>` (register arrays of
 /// `$q` quads per lane, rows of up to `$rows` elements; `$v4`: 16-byte vector loads): the step
-/// kernels' signature, once for all three.
+/// kernels' signature, once for all of them.
 macro_rules! lane_group_entry_point {
     ($name:ident, $body:ident, $q:literal, $v4:literal, $rows:literal, $what:literal) => {
         #[doc = concat!("One Metropolis–Hastings step of every chain, ", $what, " (", $q, " quads per lane: rows of up to ", $rows, " elements).")]
@@ -159,9 +184,11 @@ macro_rules! lane_group_entry_point {
         #[doc = concat!("As `lesson1_thread_per_row`, with `dim <= ", $rows, "` (and `dim % 4 == 0` for 16-byte loads).")]
         ///
         /// # Thread mapping
-        /// Warp `w` of `W` takes rows `w * R, ..., w * R + R - 1` with `R = 32 / G`, then the
-        /// same rows `W * R` further on; group `i` of the warp (lanes `iG .. iG + G`) takes the
-        /// `i`-th of them; lane `j` of a group owns quads `j, j + G, ...` of its row.
+        /// Lessons 4 to 7: warp `w` of `W` takes rows `w * R, ..., w * R + R - 1` with
+        /// `R = 32 / G`, then the same rows `W * R` further on; group `i` of the warp (lanes
+        /// `iG .. iG + G`) takes the `i`-th of them; lane `j` of a group owns quads
+        /// `j, j + G, ...` of its row. Lessons 8 and 9: the same groups, warps taking tiles of
+        /// `tile_rows` rows (see lesson 8).
         ///
         /// # Safety
         /// As `lesson1_thread_per_row`, with the row limits above, blocks of a multiple of 32
@@ -177,14 +204,13 @@ macro_rules! lane_group_entry_point {
             step_size: f32,
             seed: u64,
             step: u64,
-            _tile_rows: u32,
+            tile_rows: u32,
         ) {
             let draws = $crate::rng::StepDraws::new($crate::rng::key(seed), step);
             let sizes = (batch as usize, dim as usize, step_size);
-            // The Gaussian's two arrays, packed: mu, then 1 / sigma^2.
-            let (mu, inv_var) = (target, target.wrapping_add(dim as usize));
+            let buffers = (x, x_new, accepted, target);
             // SAFETY: forwarded from this function's contract.
-            unsafe { $body::<$q, $v4>(x, x_new, accepted, mu, inv_var, sizes, &draws) }
+            unsafe { $body::<$q, $v4>(buffers, sizes, &draws, tile_rows as usize) }
         }
     };
 }

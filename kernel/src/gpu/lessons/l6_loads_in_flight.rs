@@ -7,31 +7,51 @@
 //! Nothing else changes: the same [`step_row`], the same bytes.
 //!
 //! **What it costs.** Another array of `Q` quads per lane: `4 Q` more registers, fewer warps
-//! per SM. The production step gets the same overlap at no register cost by staging the next
-//! row in shared memory with `cp.async` (`shared_feed.rs`).
+//! per SM. Lessons 7 to 9 keep this structure and change other things; lesson 10, the
+//! production step, gets the same overlap at no register cost by staging the next row in
+//! shared memory with `cp.async` (`shared_feed.rs`).
 //!
-//! **Measured**: the README's lessons table (`host lessons 6`) — *slower* than lesson 5: the
-//! registers that hold the next row cost more resident warps than the overlap wins. That is
-//! why the production step stages the next row in shared memory instead.
+//! **Measured**: the README's lessons table (`host lessons 6`) — *slower* than lesson 5 on
+//! long rows: the registers that hold the next row cost more resident warps than the overlap
+//! wins.
 
 use crate::lessons::l3_lane_groups::Groups;
-use crate::lessons::l4_row_in_registers::{lane_group_entry_point, load_lane_quads, step_row};
+use crate::lessons::l4_row_in_registers::{
+    accept_drawing_the_uniform, global_target_quad, lane_group_entry_point, load_lane_quads,
+    step_row,
+};
 use crate::rng;
+use crate::target::gaussian::GaussianQuad;
 
-/// The body of the entry points below.
+/// The body of the entry points below: the target from global memory, as in lesson 5.
 ///
 /// # Safety
 /// As `lesson5_vector_quads_q2`, with `quads_per_lane(dim) <= Q`.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 unsafe fn loads_in_flight<const Q: usize, const V4: bool>(
-    x: *const f32,
-    x_new: *mut f32,
-    accepted: *mut u8,
-    mu: *const f32,
-    inv_var: *const f32,
+    buffers: (*const f32, *mut f32, *mut u8, *const f32),
+    sizes: (usize, usize, f32),
+    draws: &rng::StepDraws,
+    _tile_rows: usize,
+) {
+    let (target, dim) = (buffers.3, sizes.1);
+    // SAFETY (of every call): q < quads_per_row(dim), the only quads `step_row` asks for.
+    let target_quad = |q| unsafe { global_target_quad::<true>(target, dim, q) };
+    // SAFETY: forwarded from this function's contract.
+    unsafe { rows_with_loads_in_flight::<Q>(buffers, sizes, draws, target_quad) }
+}
+
+/// Every row of this warp, the next row's loads issued before the current row is computed;
+/// the target's quads from `target_quad`.
+///
+/// # Safety
+/// As [`loads_in_flight`], and `target_quad` safe to call for every `q < quads_per_row(dim)`.
+#[inline(always)]
+pub(crate) unsafe fn rows_with_loads_in_flight<const Q: usize>(
+    (x, x_new, accepted, _): (*const f32, *mut f32, *mut u8, *const f32),
     (batch, dim, step_size): (usize, usize, f32),
     draws: &rng::StepDraws,
+    target_quad: impl Fn(usize) -> GaussianQuad + Copy,
 ) {
     let groups = Groups::of_this_warp(dim);
     let mut base = groups.first_row;
@@ -53,8 +73,8 @@ unsafe fn loads_in_flight<const Q: usize, const V4: bool>(
                 groups,
                 (batch, dim, step_size),
                 draws,
-                mu,
-                inv_var,
+                target_quad,
+                |total| accept_drawing_the_uniform(draws, row, total),
                 x_new,
                 accepted,
             )

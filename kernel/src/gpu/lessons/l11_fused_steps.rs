@@ -1,4 +1,4 @@
-//! Lesson 8: K steps in one launch, the state in registers across them.
+//! Lesson 11: K steps in one launch, the state in registers across them.
 //!
 //! **The idea.** A run of K steps as K launches of a single step reads every chain's state
 //! from memory and writes it back K times. But a chain's next step needs nothing from any other
@@ -18,7 +18,7 @@
 //! step's sum, the uniforms drawn `G` steps at a time by the group's lanes and handed round by
 //! shuffles, the target staged once in shared memory.
 //!
-//! **Measured**: the README's lessons table (`host lessons 8`), in µs per step as the single
+//! **Measured**: the README's lessons table (`host lessons 11`), in µs per step as the single
 //! steps are, against K launches of the production single step and the production fused
 //! kernel.
 
@@ -138,5 +138,5 @@ macro_rules! fused_steps_entry_point {
     };
 }
 
-fused_steps_entry_point!(lesson8_fused_steps_q2, 2, 256);
-fused_steps_entry_point!(lesson8_fused_steps_q8, 8, 1024);
+fused_steps_entry_point!(lesson11_fused_steps_q2, 2, 256);
+fused_steps_entry_point!(lesson11_fused_steps_q8, 8, 1024);
