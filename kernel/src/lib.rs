@@ -12,7 +12,8 @@
 //! [`philox`] (the random bits) → [`rng`] (which bits belong to which (row, step, element), and
 //! how they become uniforms and normals) → [`math`] (ln/sin/cos/sqrt on both machines) →
 //! [`layout`] (quads, lane groups and every limit of a row) → [`target`] (the log-density: the
-//! `Target` trait, one file per target) → [`mh`] (the step of one row) → [`moments`] (running
+//! `Target` trait, one file per target) → [`mh`] (the step of one row) → [`model`] (models with
+//! data, whose log-density couples the dimensions: the linear regression) → [`moments`] (running
 //! means and variances) → `gpu` (the device layer in `gpu/device/`, then the kernels: the
 //! single step, the fused K-step kernel, the statistics) → [`abi`] (the one declaration that
 //! compiles each kernel family for each target, and the names the host reads).
@@ -32,6 +33,7 @@ pub mod layout;
 pub mod lessons;
 pub mod math;
 pub mod mh;
+pub mod model;
 pub mod moments;
 pub mod philox;
 pub mod rng;

@@ -21,12 +21,14 @@ use crate::error::Result;
 use crate::{host_memory, threads};
 
 mod chains;
+mod model;
 // The CPU-GPU comparison: for the project's tests and benchmark (`crate::testing`).
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod compare;
 use crate::Target;
 use crate::problem::{Draws, Shape, StepConfig, check_noise, check_step_size};
 pub use chains::{ChainsOutput, check_stream, check_thin, run_chains, run_chains_bytes};
+pub use model::{MAX_MODEL_DIM, ModelRun, ModelSample, WINDOW, sample_model};
 
 /// The result of one step on the CPU, with the numbers behind each decision.
 #[derive(Clone, Debug, PartialEq)]
