@@ -23,7 +23,7 @@
 //! see superchains that have not met.
 
 use fused_mh_kernel::mh;
-use fused_mh_kernel::model::Model;
+use fused_mh_kernel::model::{Model, propose_dense};
 use fused_mh_kernel::philox::Key;
 use fused_mh_kernel::rng::{self, StepDraws};
 use rayon::prelude::*;
@@ -212,14 +212,7 @@ fn step_all<M: Model + Sync>(
                     let normals = draws.normal_quad(chain as u32, q as u32);
                     quad.copy_from_slice(&normals[..quad.len()]);
                 }
-                // p = x + s L eps, L lower triangular: row i uses eps[..=i].
-                for i in 0..dim {
-                    let mut move_i = 0.0f32;
-                    for j in 0..=i {
-                        move_i = fused_mh_kernel::math::fma(factor[i * dim + j], eps[j], move_i);
-                    }
-                    proposal[i] = fused_mh_kernel::math::fma(step_size, move_i, state[i]);
-                }
+                propose_dense(state, eps, (factor, step_size), proposal);
                 let total = model.minus_two_log_alpha(state, proposal);
                 let threshold = mh::threshold(mh::log_uniform(draws.row_uniform(chain as u32)));
                 let accept = mh::below_threshold(total, threshold);

@@ -79,25 +79,9 @@ impl<'a> LinearRegression<'a> {
         beta_priors: &[CoefficientPrior],
         sigma_prior: ScalePrior,
     ) -> Result<Self, RegressionError> {
-        if k == 0 || k > MAX_COEFFICIENTS || y.is_empty() || Some(x.len()) != y.len().checked_mul(k)
-        {
-            return Err(RegressionError::Shape);
-        }
-        if beta_priors.len() != k {
-            return Err(RegressionError::Shape);
-        }
-        if let Some(index) = x.iter().position(|v| !v.is_finite()) {
-            return Err(RegressionError::NonFinite { in_x: true, index });
-        }
+        let packed = check_design(x, y, k, beta_priors)?;
         if let Some(index) = y.iter().position(|v| !v.is_finite()) {
             return Err(RegressionError::NonFinite { in_x: false, index });
-        }
-        let mut packed = [Packed::Flat; MAX_COEFFICIENTS];
-        for (j, prior) in beta_priors.iter().enumerate() {
-            packed[j] = prior.pack().map_err(|invalid| RegressionError::Prior {
-                index: Some(j),
-                invalid,
-            })?;
         }
         let sigma_prior = sigma_prior
             .pack()
@@ -123,6 +107,37 @@ impl<'a> LinearRegression<'a> {
     pub fn rows(&self) -> usize {
         self.y.len()
     }
+}
+
+/// The checks every regression makes of its design and coefficient priors: `x` is `y.len()`
+/// rows of `k` columns (`1 <= k <= MAX_COEFFICIENTS`, at least one row), every value of `x`
+/// finite, one usable prior per coefficient; the priors packed. The outcomes `y` are each
+/// model's to check.
+pub(crate) fn check_design(
+    x: &[f32],
+    y: &[f32],
+    k: usize,
+    beta_priors: &[CoefficientPrior],
+) -> Result<[Packed; MAX_COEFFICIENTS], RegressionError> {
+    if k == 0
+        || k > MAX_COEFFICIENTS
+        || y.is_empty()
+        || Some(x.len()) != y.len().checked_mul(k)
+        || beta_priors.len() != k
+    {
+        return Err(RegressionError::Shape);
+    }
+    if let Some(index) = x.iter().position(|v| !v.is_finite()) {
+        return Err(RegressionError::NonFinite { in_x: true, index });
+    }
+    let mut packed = [Packed::Flat; MAX_COEFFICIENTS];
+    for (j, prior) in beta_priors.iter().enumerate() {
+        packed[j] = prior.pack().map_err(|invalid| RegressionError::Prior {
+            index: Some(j),
+            invalid,
+        })?;
+    }
+    Ok(packed)
 }
 
 /// `sum` plus data row `x_row`'s (observation `y`'s) share of `-2 log alpha`: state

@@ -13,10 +13,14 @@
 //! lane `n % 32`, the lanes' partials by a butterfly ([`crate::mh::group_sum_emulated`] on the
 //! CPU), so that one formula serves the CPU reference and a warp-per-chain kernel.
 
+pub mod hier_normal;
 pub mod linreg;
+pub mod logreg;
 pub mod priors;
 
+pub use hier_normal::HierarchicalNormal;
 pub use linreg::LinearRegression;
+pub use logreg::LogisticRegression;
 pub use priors::{CoefficientPrior, ScalePrior};
 
 /// A model: the unconstrained dimension of its states, `-2 log alpha` between two states, and
@@ -37,3 +41,20 @@ pub trait Model {
 
 /// Lanes whose partial sums a model's data rows go into (a warp).
 pub const DATA_LANES: usize = crate::layout::WARP_SIZE;
+
+/// The proposal `p = x + step_size * L eps` of a dense random walk, `L` the `[dim, dim]`
+/// lower-triangular factor (row-major; the entries above the diagonal are not read): element
+/// `i` adds `L[i, j] eps[j]` for `j <= i` in order, by fused multiply-adds, then one more for
+/// the step size. `x`, `eps` and `p` have `dim` elements.
+#[inline]
+pub fn propose_dense(x: &[f32], eps: &[f32], (factor, step_size): (&[f32], f32), p: &mut [f32]) {
+    let dim = x.len();
+    for (i, (p_i, &x_i)) in p.iter_mut().zip(x).enumerate() {
+        let row = &factor[i * dim..i * dim + i + 1];
+        let mut move_i = 0.0f32;
+        for (&l, &e) in row.iter().zip(eps) {
+            move_i = crate::math::fma(l, e, move_i);
+        }
+        *p_i = crate::math::fma(step_size, move_i, x_i);
+    }
+}
