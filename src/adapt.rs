@@ -226,6 +226,29 @@ impl DenseAdaptation {
     }
 }
 
+impl DenseAdaptation {
+    /// The diagonal factor `diag(sqrt(Sigma_ii))` of the window's covariance (as
+    /// [`Self::cholesky`] chooses it), for diagonal preconditioning, or `None` where a variance
+    /// is not a positive finite number.
+    pub fn diagonal_factor(&self, pooled: bool) -> Option<Vec<f32>> {
+        let cov = if pooled {
+            self.covariance()?
+        } else {
+            self.within_covariance()?
+        };
+        let dim = self.dim;
+        let mut factor = vec![0.0f32; dim * dim];
+        for i in 0..dim {
+            let v = cov[i * dim + i];
+            if !(v.is_finite() && v > 0.0) {
+                return None;
+            }
+            factor[i * dim + i] = v.sqrt() as f32;
+        }
+        Some(factor)
+    }
+}
+
 /// The lower Cholesky factor of the symmetric `[n, n]` matrix `a` (row-major), by the
 /// Cholesky–Banachiewicz order (row by row), or `None` if a pivot is not a positive finite
 /// number.

@@ -53,10 +53,23 @@ pub struct ModelRun {
     pub seed: u64,
     /// The acceptance rate the warm-up aims at.
     pub target_acceptance: f64,
+    /// The proposal's shape the warm-up adapts.
+    pub preconditioning: Preconditioning,
     /// Chains per superchain: the chains `k M .. (k + 1) M` start from one point, the
     /// superchains from independent ones, for nested R-hat (`crate::diagnostics`), which
     /// judges many short chains by their superchains' means.
     pub superchain_size: usize,
+}
+
+/// The shape of the proposal `x + s L eps` the warm-up adapts `L` to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preconditioning {
+    /// `L = I`: one step size for every parameter.
+    None,
+    /// `L` diagonal: each parameter's standard deviation.
+    Diagonal,
+    /// `L` the Cholesky factor of the covariance.
+    Dense,
 }
 
 /// A model run's results.
@@ -157,7 +170,12 @@ pub fn sample_model<M: Model + Sync>(model: &M, run: &ModelRun) -> Result<ModelS
                 // The first half of the warm-up takes the local shape (within chains), the
                 // second the shape of all states, once the chains have met.
                 let pooled = 2 * (t + 1) > u64::from(run.warmup);
-                if let Some(l) = window.cholesky(pooled) {
+                let adapted = match run.preconditioning {
+                    Preconditioning::None => None,
+                    Preconditioning::Diagonal => window.diagonal_factor(pooled),
+                    Preconditioning::Dense => window.cholesky(pooled),
+                };
+                if let Some(l) = adapted {
                     factor = l;
                 }
                 window = DenseAdaptation::new(dim);

@@ -13,11 +13,13 @@
 //! lane `n % 32`, the lanes' partials by a butterfly ([`crate::mh::group_sum_emulated`] on the
 //! CPU), so that one formula serves the CPU reference and a warp-per-chain kernel.
 
+pub mod dense_gaussian;
 pub mod hier_normal;
 pub mod linreg;
 pub mod logreg;
 pub mod priors;
 
+pub use dense_gaussian::{DenseGaussian, Factor};
 pub use hier_normal::HierarchicalNormal;
 pub use linreg::LinearRegression;
 pub use logreg::LogisticRegression;
