@@ -35,8 +35,8 @@ pub struct HierarchicalNormal<'a> {
 impl<'a> HierarchicalNormal<'a> {
     /// The model of observations `y` with standard errors `sigma` (finite, `sigma > 0`, as
     /// many as `y`, at most [`MAX_GROUPS`]), a prior on `mu` and one on `tau`. Errors as
-    /// [`super::LinearRegression::new`]: a bad `sigma` is reported as non-finite data
-    /// (`in_x: true`, its index), a bad prior with index 0 for `mu`, `None` for `tau`.
+    /// [`super::LinearRegression::new`], a bad `sigma` as `StandardError`, a bad prior with
+    /// index 0 for `mu`, `None` for `tau`.
     pub fn new(
         y: &'a [f32],
         sigma: &[f32],
@@ -53,10 +53,7 @@ impl<'a> HierarchicalNormal<'a> {
         for (j, &s) in sigma.iter().enumerate() {
             let v = crate::target::inverse_square(s);
             if !(s.is_finite() && s > 0.0 && v.is_finite() && v > 0.0) {
-                return Err(RegressionError::NonFinite {
-                    in_x: true,
-                    index: j,
-                });
+                return Err(RegressionError::StandardError { index: j });
             }
             inv_var[j] = v;
         }
@@ -165,5 +162,8 @@ mod tests {
         assert!((f64::from(out[0]) - (4.0 + 1.2f64.exp() * 0.3)).abs() < 1e-5);
         let bad = HierarchicalNormal::new(&y, &[1.0; 7], mu_prior, tau_prior);
         assert!(matches!(bad, Err(RegressionError::Shape)));
+        let zero = [15.0, 10.0, 0.0, 11.0, 9.0, 11.0, 10.0, 18.0];
+        let bad = HierarchicalNormal::new(&y, &zero, mu_prior, tau_prior).map(|_| ());
+        assert_eq!(bad, Err(RegressionError::StandardError { index: 2 }));
     }
 }

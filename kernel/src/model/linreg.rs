@@ -59,6 +59,12 @@ pub enum RegressionError {
         /// The element's index.
         index: usize,
     },
+    /// A known standard error (the hierarchical model's `sigma_j`) is not a positive finite
+    /// number whose inverse square is one: its index.
+    StandardError {
+        /// The group.
+        index: usize,
+    },
     /// Coefficient `index`'s prior (`None`: sigma's) has an unusable parameter.
     Prior {
         /// The coefficient, or `None` for sigma.
