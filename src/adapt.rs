@@ -212,16 +212,21 @@ impl DenseAdaptation {
         Some(cov)
     }
 
+    /// The covariance of all states (`pooled`) or the within-chain covariance.
+    fn chosen_covariance(&self, pooled: bool) -> Option<Vec<f64>> {
+        if pooled {
+            self.covariance()
+        } else {
+            self.within_covariance()
+        }
+    }
+
     /// The lower Cholesky factor `[dim, dim]` (row-major, zeros above the diagonal) of the
     /// window's covariance of all states (`pooled`) or its within-chain covariance
     /// ([`Self::within_covariance`]), or `None` where it is not positive definite (chains that
     /// did not move, or fewer states than dimensions): the caller keeps its previous factor.
     pub fn cholesky(&self, pooled: bool) -> Option<Vec<f32>> {
-        let cov = if pooled {
-            self.covariance()?
-        } else {
-            self.within_covariance()?
-        };
+        let cov = self.chosen_covariance(pooled)?;
         cholesky(&cov, self.dim).map(|l| l.into_iter().map(|v| v as f32).collect())
     }
 }
@@ -231,11 +236,7 @@ impl DenseAdaptation {
     /// [`Self::cholesky`] chooses it), for diagonal preconditioning, or `None` where a variance
     /// is not a positive finite number.
     pub fn diagonal_factor(&self, pooled: bool) -> Option<Vec<f32>> {
-        let cov = if pooled {
-            self.covariance()?
-        } else {
-            self.within_covariance()?
-        };
+        let cov = self.chosen_covariance(pooled)?;
         let dim = self.dim;
         let mut factor = vec![0.0f32; dim * dim];
         for i in 0..dim {
@@ -278,6 +279,43 @@ mod tests {
     /// The factor of a worked 3 x 3 matrix reproduces it (`L L^T = A`, exact to 1e-12), a
     /// matrix that is not positive definite has none, and a window of states drawn as
     /// `L z` from a known `L` gives back its covariance within 3 %.
+    /// The within-chain covariance of a worked window against the textbook two-pass formula
+    /// (each chain's deviations from its own mean, pooled, divided by chains * (steps - 1)):
+    /// two chains of one coordinate pair, three steps, chain 1 far from chain 0 so that the
+    /// covariance of all states is dominated by the spread between them.
+    #[test]
+    fn within_chain_covariance_is_the_two_pass_formula() {
+        let steps: [[f32; 4]; 3] = [
+            [1.0, 2.0, 100.0, -50.0],
+            [2.0, 2.5, 101.0, -49.0],
+            [4.0, 1.0, 99.5, -52.0],
+        ];
+        let mut window = DenseAdaptation::new(2);
+        for s in &steps {
+            window.observe(s);
+        }
+        let mut want = [0.0f64; 4];
+        for chain in 0..2 {
+            let value = |t: usize, d: usize| f64::from(steps[t][2 * chain + d]);
+            let mean = |d: usize| (0..3).map(|t| value(t, d)).sum::<f64>() / 3.0;
+            for (i, j) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
+                let products: f64 = (0..3)
+                    .map(|t| (value(t, i) - mean(i)) * (value(t, j) - mean(j)))
+                    .sum();
+                want[2 * i + j] += products / (2.0 * 2.0);
+            }
+        }
+        let got = window.within_covariance().expect("a covariance");
+        for (g, w) in got.iter().zip(want) {
+            assert!(
+                (g - w).abs() < 1e-9 * w.abs().max(1.0),
+                "{got:?} against {want:?}"
+            );
+        }
+        // The covariance of all states sees the chains' spread (about 2500 in the first).
+        assert!(window.covariance().expect("a covariance")[0] > 1000.0);
+    }
+
     #[test]
     fn cholesky_and_the_pooled_covariance() {
         let a = [4.0, 2.0, -2.0, 2.0, 10.0, 2.0, -2.0, 2.0, 6.0];

@@ -154,6 +154,8 @@ pub fn sample_model<M: Model + Sync>(model: &M, run: &ModelRun) -> Result<ModelS
     let mut window = DenseAdaptation::new(dim);
     let mut accepted_in_window = 0u64;
     let mut accepted_sampling = 0u64;
+    // One kept state on the parameters' own scale.
+    let mut out = vec![0.0; dim];
     let total = u64::from(run.warmup) + u64::from(run.steps);
     for t in 0..total {
         let s = step_size.step_size();
@@ -185,7 +187,6 @@ pub fn sample_model<M: Model + Sync>(model: &M, run: &ModelRun) -> Result<ModelS
             accepted_sampling += accepted;
             let done = t + 1 - u64::from(run.warmup);
             if done % u64::from(run.thin) == 0 {
-                let mut out = vec![0.0; dim];
                 for state in x.chunks_exact(dim) {
                     model.constrain(state, &mut out);
                     draws.extend_from_slice(&out);
