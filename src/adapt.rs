@@ -126,6 +126,9 @@ pub struct DenseAdaptation {
     products: Vec<f64>,
     /// `[chains, dim]`: each chain's sum of its states.
     chain_sums: Vec<f64>,
+    /// `[dim, dim]`: the sum over chains of the products of each chain's sums, where given
+    /// whole ([`DenseAdaptation::from_window_sums`]) rather than from `chain_sums`.
+    chain_products: Option<Vec<f64>>,
     /// States observed per chain.
     steps: f64,
 }
@@ -139,7 +142,38 @@ impl DenseAdaptation {
             sum: vec![0.0; dim],
             products: vec![0.0; dim * dim],
             chain_sums: Vec::new(),
+            chain_products: None,
             steps: 0.0,
+        }
+    }
+
+    /// The window of `chains` chains observed for `steps` steps each, from its sums as the GPU
+    /// adds them up (`fused_mh_kernel::model::window_sums_len`): the sum of the states
+    /// `[dim]`, the sum of their products `[dim, dim]` and the sum over chains of the products
+    /// of each chain's sums `[dim, dim]` (lower triangles).
+    pub fn from_window_sums(dim: usize, chains: usize, steps: u32, sums: &[f64]) -> Self {
+        let (sum, rest) = sums.split_at(dim);
+        let (products, chain_products) = rest.split_at(dim * dim);
+        Self {
+            dim,
+            count: chains as f64 * f64::from(steps),
+            sum: sum.to_vec(),
+            products: products.to_vec(),
+            chain_sums: Vec::new(),
+            chain_products: Some(chain_products.to_vec()),
+            steps: f64::from(steps),
+        }
+    }
+
+    /// `sum over chains of S_c,i S_c,j`, `S_c` chain `c`'s sum of its states.
+    fn chain_product(&self, i: usize, j: usize) -> f64 {
+        match &self.chain_products {
+            Some(products) => products[i * self.dim + j],
+            None => self
+                .chain_sums
+                .chunks_exact(self.dim)
+                .map(|m| m[i] * m[j])
+                .sum(),
         }
     }
 
@@ -198,12 +232,7 @@ impl DenseAdaptation {
         let mut cov = vec![0.0; dim * dim];
         for i in 0..dim {
             for j in 0..=i {
-                let between: f64 = self
-                    .chain_sums
-                    .chunks_exact(dim)
-                    .map(|m| (m[i] / t) * (m[j] / t))
-                    .sum::<f64>()
-                    * t;
+                let between = self.chain_product(i, j) / t;
                 let c = (self.products[i * dim + j] - between) / (n - n / t);
                 cov[i * dim + j] = c;
                 cov[j * dim + i] = c;

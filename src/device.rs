@@ -31,6 +31,7 @@ mod buffers;
 mod chain;
 mod diagnostics;
 mod external;
+mod model;
 mod stats;
 #[cfg(feature = "testing")]
 mod testing_hooks;

@@ -47,6 +47,7 @@ pub mod cpu;
 mod device;
 pub mod diagnostics;
 mod error;
+pub mod model_run;
 mod problem;
 pub mod reach;
 mod target;

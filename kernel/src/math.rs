@@ -120,18 +120,15 @@ pub fn exp(x: f32) -> f32 {
     let clamped = x.clamp(-87.5, 88.75);
     let n = fma(clamped, LOG2E, ROUND) - ROUND;
     let r = fma(-n, LN2_LO, fma(-n, LN2_HI, clamped));
-    let mut p = 1.0 / 5040.0;
-    for c in [
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ] {
-        p = fma(p, r, c);
-    }
+    // Horner's rule, written out: a loop over the coefficients is not always unrolled inside a
+    // large kernel, and then the table goes to local memory.
+    let p = fma(1.0 / 5040.0, r, 1.0 / 720.0);
+    let p = fma(p, r, 1.0 / 120.0);
+    let p = fma(p, r, 1.0 / 24.0);
+    let p = fma(p, r, 1.0 / 6.0);
+    let p = fma(p, r, 0.5);
+    let p = fma(p, r, 1.0);
+    let p = fma(p, r, 1.0);
     // 2^n in two halves, so that n = 128 (x just below the overflow point) stays finite.
     let half = (n as i32) >> 1;
     let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);

@@ -28,7 +28,7 @@ pub(crate) mod compare;
 use crate::Target;
 use crate::problem::{Draws, Shape, StepConfig, check_noise, check_step_size};
 pub use chains::{ChainsOutput, check_stream, check_thin, run_chains, run_chains_bytes};
-pub use model::{MAX_MODEL_DIM, ModelRun, ModelSample, Preconditioning, WINDOW, sample_model};
+pub use model::sample_model;
 
 /// The result of one step on the CPU, with the numbers behind each decision.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,6 +10,7 @@
 
 use fused_mh_kernel::layout::{self, WARP_SIZE};
 use fused_mh_kernel::layout::{MAX_SPLIT_DIM, MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK};
+use fused_mh_kernel::model::{MODEL_WARPS_PER_BLOCK, ModelKind, window_sums_len};
 
 use crate::problem::Draws;
 use crate::Shape;
@@ -276,6 +277,37 @@ pub fn diagnostics_sums(shape: Shape, superchain_size: usize, device: Device) ->
 /// element of the `[batch, dim]` moments, grid-stride.
 pub fn moments_merge(shape: Shape, device: Device) -> Launch {
     elementwise("mh_moments_merge", shape.len() as u64, device)
+}
+
+/// Warps per SM the model kernel is given at most (`gpu::model_steps`: a warp per chain,
+/// grid-stride over the chains): with its shared slots (5 KB a warp) about as many as fit.
+const MODEL_WARPS_PER_SM: u64 = 32;
+
+/// Device memory the model kernel's window sums may take (one region per warp), in bytes: long
+/// states get fewer warps.
+const MODEL_SUMS_BYTES: u64 = 256 << 20;
+
+/// The model kernel of `kind` for `chains` chains of `dim` parameters: a warp per chain, as
+/// many as the SMs hold well, and no more than fit their window sums in
+/// [`MODEL_SUMS_BYTES`] (at least one block).
+pub fn model_steps(kind: ModelKind, chains: usize, dim: usize, device: Device) -> Launch {
+    let region = 8 * window_sums_len(dim) as u64;
+    let per_block = MODEL_WARPS_PER_BLOCK as u64;
+    let warps = (chains as u64)
+        .min(device.sms as u64 * MODEL_WARPS_PER_SM)
+        .min(MODEL_SUMS_BYTES / region)
+        .max(per_block);
+    Launch {
+        entry: kind.entry_point(),
+        blocks: warps.div_ceil(per_block) as u32,
+        threads: (per_block * WARP_SIZE as u64) as u32,
+        tile_rows: 0,
+    }
+}
+
+/// The warps' window sums added up (`mh_model_sums_reduce`): one thread per entry.
+pub fn model_sums_reduce(dim: usize, device: Device) -> Launch {
+    elementwise("mh_model_sums_reduce", window_sums_len(dim) as u64, device)
 }
 
 /// Philox of `n` (counter, key) pairs, one thread each (known-answer tests on the GPU).

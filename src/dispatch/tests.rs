@@ -184,6 +184,10 @@ fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
         }
     }
     names.insert(philox_many(1, device).entry);
+    for &kind in ModelKind::ALL {
+        names.insert(model_steps(kind, 1024, 8, device).entry);
+    }
+    names.insert(model_sums_reduce(8, device).entry);
     names.extend(LESSONS.iter().chain([&FUSED_LESSON]).flat_map(|l| l.entries));
     names
 }

@@ -34,6 +34,7 @@ pub mod chain;
 pub mod device;
 pub mod entries;
 pub mod feed;
+pub mod model_steps;
 pub mod noise;
 pub mod philox_many;
 pub mod row;

@@ -4,22 +4,23 @@
 //!
 //! # Its terms
 //!
-//! With `z(v) = L^-1 (v - m)` (covariance factor: forward substitution) or `z(v) = L^T (v - m)`
-//! (precision factor), `-2 log pi(v) = |z(v)|^2`. `z` is linear, so a proposal moves it by
-//! `w = z(p) - z(x)`, the same map applied to the move `p - x` alone, and
+//! The model holds a *whitening* matrix `W` with `Sigma^-1 = W^T W` ([`whitening`] makes it
+//! from either factor: `W = L^-1` or `W = L^T`), so that with `z(v) = W (v - m)`,
+//! `-2 log pi(v) = |z(v)|^2`. `z` is linear, so a proposal moves it by `w = W (p - x)`, the
+//! same map applied to the move alone, and
 //!
 //! ```text
 //! -2 log alpha = |z_x + w|^2 - |z_x|^2 = sum_i w_i (2 z_x,i + w_i)
 //! ```
 //!
-//! the Gaussian target's difference of squares, coordinate by coordinate (coordinate `i` into
-//! lane `i % 32`'s partial sum, as the models' data rows).
+//! the Gaussian target's difference of squares, coordinate by coordinate. Coordinate `i`
+//! needs only row `i` of `W`, so the coordinates are the model's data rows (coordinate `i`
+//! into lane `i % 32`'s partial sum), as a regression's observations are.
 
-use super::{DATA_LANES, Model};
+use super::{Array, Model, ModelKind};
 use crate::math;
-use crate::mh::group_sum_emulated;
 
-/// The largest dimension (a state and its `z` are held in arrays of this size).
+/// The largest dimension.
 pub const MAX_DENSE_DIM: usize = 128;
 
 /// Which matrix the factor is of.
@@ -31,23 +32,22 @@ pub enum Factor {
     Precision,
 }
 
-/// A dense Gaussian over a borrowed mean `[dim]` and factor `[dim, dim]` (row-major, lower
-/// triangular: the entries above the diagonal are not read).
+/// A dense Gaussian over a borrowed mean `[dim]` and whitening matrix `[dim, dim]` (row-major).
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct DenseGaussian<'a> {
-    mean: &'a [f32],
-    factor: &'a [f32],
-    of: Factor,
+    mean: Array<'a>,
+    whitening: Array<'a>,
 }
 
 /// Why a dense Gaussian cannot be built.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum DenseGaussianError {
-    /// The mean is empty or longer than [`MAX_DENSE_DIM`], or the factor is not `dim * dim`.
+    /// The mean is empty or longer than [`MAX_DENSE_DIM`], or a matrix is not `dim * dim`.
     Shape,
-    /// A value is not finite: in the mean (`in_mean`) or the factor, at this flat index.
+    /// A value is not finite: in the mean (`in_mean`) or the matrix, at this flat index.
     NonFinite {
-        /// In the mean if true, the factor if false.
+        /// In the mean if true, the matrix if false.
         in_mean: bool,
         /// The element's index.
         index: usize,
@@ -59,11 +59,66 @@ pub enum DenseGaussianError {
     },
 }
 
+/// The whitening matrix `W` (`Sigma^-1 = W^T W`, row-major `[dim, dim]`, into `out`) of the
+/// Gaussian whose covariance or precision (`of`) is `L L^T`, `L` = `factor` (row-major, lower
+/// triangular: the entries above the diagonal are not read): `W = L^-1` by substitution in
+/// f64, or `W = L^T`. Refuses a non-finite entry or a diagonal entry that is not positive.
+pub fn whitening(factor: &[f32], of: Factor, out: &mut [f32]) -> Result<(), DenseGaussianError> {
+    let dim = (1..=MAX_DENSE_DIM)
+        .find(|d| d * d == factor.len())
+        .ok_or(DenseGaussianError::Shape)?;
+    if out.len() != factor.len() {
+        return Err(DenseGaussianError::Shape);
+    }
+    let l = |i: usize, j: usize| f64::from(factor[i * dim + j]);
+    for i in 0..dim {
+        for j in 0..=i {
+            if !factor[i * dim + j].is_finite() {
+                let index = i * dim + j;
+                return Err(DenseGaussianError::NonFinite {
+                    in_mean: false,
+                    index,
+                });
+            }
+        }
+        if factor[i * dim + i] <= 0.0 {
+            return Err(DenseGaussianError::NotPositiveDiagonal { index: i });
+        }
+    }
+    out.fill(0.0);
+    match of {
+        Factor::Precision => {
+            for i in 0..dim {
+                for j in 0..=i {
+                    out[j * dim + i] = factor[i * dim + j];
+                }
+            }
+        }
+        Factor::Covariance => {
+            // Column j of L^-1: solve L c = e_j by forward substitution (f64, one rounding
+            // to f32 at the end; rows above j are 0).
+            let mut column = [0.0f64; MAX_DENSE_DIM];
+            for j in 0..dim {
+                for i in j..dim {
+                    let mut rest = if i == j { 1.0 } else { 0.0 };
+                    for (k, &c_k) in column.iter().enumerate().take(i).skip(j) {
+                        rest -= l(i, k) * c_k;
+                    }
+                    column[i] = rest / l(i, i);
+                    out[i * dim + j] = column[i] as f32;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 impl<'a> DenseGaussian<'a> {
-    /// The Gaussian of mean `mean` whose covariance or precision (`of`) is `factor factor^T`.
-    pub fn new(mean: &'a [f32], factor: &'a [f32], of: Factor) -> Result<Self, DenseGaussianError> {
+    /// The Gaussian of mean `mean` with whitening matrix `w` (`Sigma^-1 = W^T W`; see
+    /// [`whitening`]), both finite.
+    pub fn new(mean: &'a [f32], w: &'a [f32]) -> Result<Self, DenseGaussianError> {
         let dim = mean.len();
-        if dim == 0 || dim > MAX_DENSE_DIM || factor.len() != dim * dim {
+        if dim == 0 || dim > MAX_DENSE_DIM || w.len() != dim * dim {
             return Err(DenseGaussianError::Shape);
         }
         if let Some(index) = mean.iter().position(|v| !v.is_finite()) {
@@ -72,75 +127,56 @@ impl<'a> DenseGaussian<'a> {
                 index,
             });
         }
-        for i in 0..dim {
-            for j in 0..=i {
-                if !factor[i * dim + j].is_finite() {
-                    let index = i * dim + j;
-                    return Err(DenseGaussianError::NonFinite {
-                        in_mean: false,
-                        index,
-                    });
-                }
-            }
-            if factor[i * dim + i] <= 0.0 {
-                return Err(DenseGaussianError::NotPositiveDiagonal { index: i });
-            }
+        if let Some(index) = w.iter().position(|v| !v.is_finite()) {
+            return Err(DenseGaussianError::NonFinite {
+                in_mean: false,
+                index,
+            });
         }
-        Ok(Self { mean, factor, of })
-    }
-
-    /// `z = L^-1 r` or `L^T r` (see the module documentation) of `r`, into `z`.
-    fn map(&self, r: &[f32], z: &mut [f32]) {
-        let dim = self.mean.len();
-        let l = |i: usize, j: usize| self.factor[i * dim + j];
-        match self.of {
-            Factor::Covariance => {
-                for i in 0..dim {
-                    let mut rest = r[i];
-                    for (j, &z_j) in z[..i].iter().enumerate() {
-                        rest = math::fma(-l(i, j), z_j, rest);
-                    }
-                    z[i] = rest / l(i, i);
-                }
-            }
-            Factor::Precision => {
-                for (j, z_j) in z.iter_mut().enumerate().take(dim) {
-                    let mut sum = 0.0f32;
-                    for (i, &r_i) in r.iter().enumerate().take(dim).skip(j) {
-                        sum = math::fma(l(i, j), r_i, sum);
-                    }
-                    *z_j = sum;
-                }
-            }
-        }
+        Ok(Self {
+            mean: Array::new(mean),
+            whitening: Array::new(w),
+        })
     }
 }
 
 impl Model for DenseGaussian<'_> {
+    type Move = ();
+    const KIND: ModelKind = ModelKind::DenseGaussian;
+
     fn dim(&self) -> usize {
         self.mean.len()
     }
 
-    fn minus_two_log_alpha(&self, x: &[f32], p: &[f32]) -> f32 {
+    fn rows(&self) -> usize {
+        self.mean.len()
+    }
+
+    fn prepare(&self, _: &[f32], _: &[f32]) {}
+
+    #[inline(always)]
+    fn add_row(&self, sum: f32, i: usize, x: &[f32], p: &[f32], _: &()) -> f32 {
         let dim = self.dim();
-        let (mut r, mut moved) = ([0.0f32; MAX_DENSE_DIM], [0.0f32; MAX_DENSE_DIM]);
-        for i in 0..dim {
-            r[i] = x[i] - self.mean[i];
-            moved[i] = p[i] - x[i];
+        let row = &self.whitening.get()[i * dim..(i + 1) * dim];
+        let (mut z, mut w) = (0.0f32, 0.0f32);
+        for (((&a, &x_j), &p_j), &m_j) in row.iter().zip(x).zip(p).zip(self.mean.get()) {
+            z = math::fma(a, x_j - m_j, z);
+            w = math::fma(a, p_j - x_j, w);
         }
-        let (mut z, mut w) = ([0.0f32; MAX_DENSE_DIM], [0.0f32; MAX_DENSE_DIM]);
-        self.map(&r[..dim], &mut z[..dim]);
-        self.map(&moved[..dim], &mut w[..dim]);
-        let mut partial = [0.0f32; DATA_LANES];
-        for i in 0..dim {
-            let lane = &mut partial[i % DATA_LANES];
-            *lane = math::fma(w[i], math::fma(2.0, z[i], w[i]), *lane);
-        }
-        group_sum_emulated(&partial)
+        math::fma(w, math::fma(2.0, z, w), sum)
+    }
+
+    fn finish(&self, data: f32, _: &[f32], _: &[f32], _: &()) -> f32 {
+        data
     }
 
     fn constrain(&self, v: &[f32], out: &mut [f32]) {
         out[..self.dim()].copy_from_slice(&v[..self.dim()]);
+    }
+
+    fn for_each_array(&mut self, f: &mut dyn FnMut(&mut Array<'_>)) {
+        f(&mut self.mean);
+        f(&mut self.whitening);
     }
 }
 
@@ -171,12 +207,14 @@ mod tests {
             (cov_factor, Factor::Covariance),
             (prec_factor, Factor::Precision),
         ] {
-            let model = DenseGaussian::new(&mean, &factor, of).expect("a model");
+            let mut w = [0.0f32; 4];
+            whitening(&factor, of, &mut w).expect("a factor");
+            let model = DenseGaussian::new(&mean, &w).expect("a model");
             let got = f64::from(model.minus_two_log_alpha(&x, &p));
             assert!((got - want).abs() < 1e-5, "{of:?}: {got} against {want}");
         }
         let bad = [2.0f32, 0.0, 1.0, -3.0];
-        let err = DenseGaussian::new(&mean, &bad, Factor::Covariance).map(|_| ());
+        let err = whitening(&bad, Factor::Covariance, &mut [0.0; 4]);
         assert_eq!(
             err,
             Err(DenseGaussianError::NotPositiveDiagonal { index: 1 })

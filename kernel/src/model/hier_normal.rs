@@ -15,17 +15,17 @@
 
 use super::linreg::RegressionError;
 use super::priors::{Packed, add_scale_terms};
-use super::{CoefficientPrior, DATA_LANES, Model, ScalePrior};
+use super::{Array, CoefficientPrior, Model, ModelKind, ScalePrior};
 use crate::math::{self, exp};
-use crate::mh::group_sum_emulated;
 
 /// The largest number of groups (a state holds one `t_j` per group, and two more).
 pub const MAX_GROUPS: usize = 254;
 
 /// The non-centred hierarchical normal model over borrowed data: `y[J]`, `sigma[J]`.
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct HierarchicalNormal<'a> {
-    y: &'a [f32],
+    y: Array<'a>,
     inv_var: [f32; MAX_GROUPS],
     effect_prior: Packed,
     mu_prior: Packed,
@@ -63,7 +63,7 @@ impl<'a> HierarchicalNormal<'a> {
         };
         let prior = |index| move |invalid| RegressionError::Prior { index, invalid };
         Ok(Self {
-            y,
+            y: Array::new(y),
             inv_var,
             effect_prior: standard.pack().map_err(prior(Some(0)))?,
             mu_prior: mu_prior.pack().map_err(prior(Some(0)))?,
@@ -77,30 +77,51 @@ impl<'a> HierarchicalNormal<'a> {
     }
 }
 
+/// What the groups' rows need from a state pair: `mu` and `tau` of both states.
+#[derive(Clone, Copy, Debug)]
+pub struct LocationScaleMove {
+    mu: (f32, f32),
+    tau: (f32, f32),
+}
+
 impl Model for HierarchicalNormal<'_> {
+    type Move = LocationScaleMove;
+    const KIND: ModelKind = ModelKind::HierarchicalNormal;
+
     fn dim(&self) -> usize {
         self.groups() + 2
     }
 
-    fn minus_two_log_alpha(&self, x: &[f32], p: &[f32]) -> f32 {
-        let j_count = self.groups();
-        let (mu_x, mu_p) = (x[j_count], p[j_count]);
-        let (s_x, s_p) = (x[j_count + 1], p[j_count + 1]);
-        let (tau_x, tau_p) = (exp(s_x), exp(s_p));
-        let mut partial = [0.0f32; DATA_LANES];
-        for (j, &y) in self.y.iter().enumerate() {
-            let (t_x, t_p) = (x[j], p[j]);
-            let r = y - math::fma(tau_x, t_x, mu_x);
-            let moved = math::fma(tau_p - tau_x, t_x, math::fma(tau_p, t_p - t_x, mu_p - mu_x));
-            let lane = &mut partial[j % DATA_LANES];
-            *lane = math::fma(moved * math::fma(-2.0, r, moved), self.inv_var[j], *lane);
+    fn rows(&self) -> usize {
+        self.groups()
+    }
+
+    fn prepare(&self, x: &[f32], p: &[f32]) -> LocationScaleMove {
+        let j = self.groups();
+        LocationScaleMove {
+            mu: (x[j], p[j]),
+            tau: (exp(x[j + 1]), exp(p[j + 1])),
         }
-        let mut total = group_sum_emulated(&partial);
+    }
+
+    #[inline(always)]
+    fn add_row(&self, sum: f32, j: usize, x: &[f32], p: &[f32], m: &LocationScaleMove) -> f32 {
+        let ((mu_x, mu_p), (tau_x, tau_p)) = (m.mu, m.tau);
+        let (t_x, t_p) = (x[j], p[j]);
+        let r = self.y.get()[j] - math::fma(tau_x, t_x, mu_x);
+        let moved = math::fma(tau_p - tau_x, t_x, math::fma(tau_p, t_p - t_x, mu_p - mu_x));
+        math::fma(moved * math::fma(-2.0, r, moved), self.inv_var[j], sum)
+    }
+
+    fn finish(&self, data: f32, x: &[f32], p: &[f32], m: &LocationScaleMove) -> f32 {
+        let j_count = self.groups();
+        let mut total = data;
         for j in 0..j_count {
             total = self.effect_prior.add_term(total, x[j], p[j]);
         }
-        total = self.mu_prior.add_term(total, mu_x, mu_p);
-        add_scale_terms(total, &self.tau_prior, (s_x, s_p), (tau_x, tau_p))
+        total = self.mu_prior.add_term(total, m.mu.0, m.mu.1);
+        let s = (x[j_count + 1], p[j_count + 1]);
+        add_scale_terms(total, &self.tau_prior, s, m.tau)
     }
 
     fn constrain(&self, v: &[f32], out: &mut [f32]) {
@@ -111,6 +132,10 @@ impl Model for HierarchicalNormal<'_> {
         }
         out[j_count] = mu;
         out[j_count + 1] = tau;
+    }
+
+    fn for_each_array(&mut self, f: &mut dyn FnMut(&mut Array<'_>)) {
+        f(&mut self.y);
     }
 }
 

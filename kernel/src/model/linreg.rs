@@ -27,9 +27,8 @@
 //! `N` partial values of a *single* state's `-2 log pi`, of order `N`, is never formed.
 
 use super::priors::{Packed, add_scale_terms};
-use super::{CoefficientPrior, DATA_LANES, Model, ScalePrior};
+use super::{Array, CoefficientPrior, Model, ModelKind, ScalePrior};
 use crate::math::{self, exp};
-use crate::mh::group_sum_emulated;
 use crate::target::Invalid;
 
 /// The largest number of coefficients: a state's coefficients and moves are held in arrays of
@@ -37,10 +36,11 @@ use crate::target::Invalid;
 pub const MAX_COEFFICIENTS: usize = 64;
 
 /// A linear regression over borrowed data: `x` row-major `[N, K]`, `y` `[N]`.
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct LinearRegression<'a> {
-    x: &'a [f32],
-    y: &'a [f32],
+    x: Array<'a>,
+    y: Array<'a>,
     k: usize,
     beta_priors: [Packed; MAX_COEFFICIENTS],
     sigma_prior: Packed,
@@ -96,8 +96,8 @@ impl<'a> LinearRegression<'a> {
                 invalid,
             })?;
         Ok(Self {
-            x,
-            y,
+            x: Array::new(x),
+            y: Array::new(y),
             k,
             beta_priors: packed,
             sigma_prior,
@@ -110,7 +110,7 @@ impl<'a> LinearRegression<'a> {
     }
 
     /// The number of data rows.
-    pub fn rows(&self) -> usize {
+    pub fn data_rows(&self) -> usize {
         self.y.len()
     }
 }
@@ -146,59 +146,87 @@ pub(crate) fn check_design(
     Ok(packed)
 }
 
+/// A data row's fit `X_n . beta_x` and its move `X_n . (beta_p - beta_x)` for state
+/// coefficients `beta_x` and proposed ones `beta_p`, by fused multiply-adds in column order
+/// (the linear and the logistic regression's rows).
+#[inline(always)]
+pub(crate) fn fit_and_move(x_row: &[f32], beta_x: &[f32], beta_p: &[f32]) -> (f32, f32) {
+    let (mut fit, mut d) = (0.0f32, 0.0f32);
+    for ((&xj, &bx), &bp) in x_row.iter().zip(beta_x).zip(beta_p) {
+        fit = math::fma(xj, bx, fit);
+        d = math::fma(xj, bp - bx, d);
+    }
+    (fit, d)
+}
+
 /// `sum` plus data row `x_row`'s (observation `y`'s) share of `-2 log alpha`: state
-/// coefficients `beta`, their move `moved` (`beta_p - beta_x`), and `(a, b) = (1 / sigma_p,
-/// 1 / sigma_x)` (see the module documentation).
+/// coefficients `beta_x`, proposed ones `beta_p`, and `(a, b) = (1 / sigma_p, 1 / sigma_x)`
+/// (see the module documentation).
 #[inline(always)]
 pub fn add_row_term(
     sum: f32,
     (x_row, y): (&[f32], f32),
-    beta: &[f32],
-    moved: &[f32],
+    (beta_x, beta_p): (&[f32], &[f32]),
     (a, b): (f32, f32),
 ) -> f32 {
-    let (mut fit, mut d) = (0.0f32, 0.0f32);
-    for ((&xj, &bj), &mj) in x_row.iter().zip(beta).zip(moved) {
-        fit = math::fma(xj, bj, fit);
-        d = math::fma(xj, mj, d);
-    }
+    let (fit, d) = fit_and_move(x_row, beta_x, beta_p);
     let r = y - fit;
     let z_x = b * r;
     let dz = math::fma(a - b, r, -(a * d));
     math::fma(dz, math::fma(2.0, z_x, dz), sum)
 }
 
+/// What a linear regression's rows need from a state pair: `(1 / sigma_p, 1 / sigma_x)`.
+#[derive(Clone, Copy, Debug)]
+pub struct ScaleMove {
+    inverse: (f32, f32),
+}
+
 impl Model for LinearRegression<'_> {
+    type Move = ScaleMove;
+    const KIND: ModelKind = ModelKind::LinearRegression;
+
     fn dim(&self) -> usize {
         self.k + 1
     }
 
-    fn minus_two_log_alpha(&self, x: &[f32], p: &[f32]) -> f32 {
+    fn rows(&self) -> usize {
+        self.data_rows()
+    }
+
+    fn prepare(&self, x: &[f32], p: &[f32]) -> ScaleMove {
+        let k = self.k;
+        ScaleMove {
+            inverse: (exp(-p[k]), exp(-x[k])),
+        }
+    }
+
+    #[inline(always)]
+    fn add_row(&self, sum: f32, n: usize, x: &[f32], p: &[f32], m: &ScaleMove) -> f32 {
+        let k = self.k;
+        let row = &self.x.get()[n * k..(n + 1) * k];
+        add_row_term(sum, (row, self.y.get()[n]), (&x[..k], &p[..k]), m.inverse)
+    }
+
+    fn finish(&self, data: f32, x: &[f32], p: &[f32], _: &ScaleMove) -> f32 {
         let k = self.k;
         let (s_x, s_p) = (x[k], p[k]);
-        let (sigma_x, sigma_p) = (exp(s_x), exp(s_p));
-        let (a, b) = (exp(-s_p), exp(-s_x));
-        let mut moved = [0.0f32; MAX_COEFFICIENTS];
-        for j in 0..k {
-            moved[j] = p[j] - x[j];
-        }
-        let mut partial = [0.0f32; DATA_LANES];
-        for (n, (row, &y)) in self.x.chunks_exact(k).zip(self.y).enumerate() {
-            let lane = &mut partial[n % DATA_LANES];
-            *lane = add_row_term(*lane, (row, y), &x[..k], &moved[..k], (a, b));
-        }
-        let data = group_sum_emulated(&partial);
         // + 2 N (s_p - s_x): the likelihood's normalisation.
-        let mut total = math::fma(2.0 * self.rows() as f32, s_p - s_x, data);
+        let mut total = math::fma(2.0 * self.data_rows() as f32, s_p - s_x, data);
         for j in 0..k {
             total = self.beta_priors[j].add_term(total, x[j], p[j]);
         }
-        add_scale_terms(total, &self.sigma_prior, (s_x, s_p), (sigma_x, sigma_p))
+        add_scale_terms(total, &self.sigma_prior, (s_x, s_p), (exp(s_x), exp(s_p)))
     }
 
     fn constrain(&self, v: &[f32], out: &mut [f32]) {
         out[..self.k].copy_from_slice(&v[..self.k]);
         out[self.k] = exp(v[self.k]);
+    }
+
+    fn for_each_array(&mut self, f: &mut dyn FnMut(&mut Array<'_>)) {
+        f(&mut self.x);
+        f(&mut self.y);
     }
 }
 

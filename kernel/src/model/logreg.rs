@@ -19,18 +19,18 @@
 //! `d`, but its absolute error (an ulp of 1) times `sigmoid(a) <= 1` is an absolute error of a
 //! few 1e-8 per row, independent across rows: about `sqrt(N) * 6e-8` in the sum.
 
-use super::linreg::{MAX_COEFFICIENTS, RegressionError, check_design};
+use super::linreg::{MAX_COEFFICIENTS, RegressionError, check_design, fit_and_move};
 use super::priors::Packed;
-use super::{CoefficientPrior, DATA_LANES, Model};
+use super::{Array, CoefficientPrior, Model, ModelKind};
 use crate::math::{self, exp};
-use crate::mh::group_sum_emulated;
 use crate::target::ln_1p;
 
 /// A logistic regression over borrowed data: `x` row-major `[N, K]`, `y` `[N]` of 0 and 1.
+#[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct LogisticRegression<'a> {
-    x: &'a [f32],
-    y: &'a [f32],
+    x: Array<'a>,
+    y: Array<'a>,
     k: usize,
     beta_priors: [Packed; MAX_COEFFICIENTS],
 }
@@ -56,8 +56,8 @@ impl<'a> LogisticRegression<'a> {
             return Err(RegressionError::NonFinite { in_x: false, index });
         }
         Ok(Self {
-            x,
-            y,
+            x: Array::new(x),
+            y: Array::new(y),
             k,
             beta_priors: packed,
         })
@@ -65,14 +65,14 @@ impl<'a> LogisticRegression<'a> {
 }
 
 /// `sum` plus data row `x_row`'s (outcome `y`'s) share of `-2 log alpha`, state coefficients
-/// `beta` and their move `moved` (see the module documentation).
+/// `beta_x` and proposed ones `beta_p` (see the module documentation).
 #[inline(always)]
-pub fn add_row_term(sum: f32, (x_row, y): (&[f32], f32), beta: &[f32], moved: &[f32]) -> f32 {
-    let (mut eta, mut d) = (0.0f32, 0.0f32);
-    for ((&xj, &bj), &mj) in x_row.iter().zip(beta).zip(moved) {
-        eta = math::fma(xj, bj, eta);
-        d = math::fma(xj, mj, d);
-    }
+pub fn add_row_term(
+    sum: f32,
+    (x_row, y): (&[f32], f32),
+    (beta_x, beta_p): (&[f32], &[f32]),
+) -> f32 {
+    let (eta, d) = fit_and_move(x_row, beta_x, beta_p);
     let s = math::fma(-2.0, y, 1.0);
     let (a, sd) = (s * eta, s * d);
     let term = if sd.abs() <= 1.0 {
@@ -85,23 +85,29 @@ pub fn add_row_term(sum: f32, (x_row, y): (&[f32], f32), beta: &[f32], moved: &[
 }
 
 impl Model for LogisticRegression<'_> {
+    type Move = ();
+    const KIND: ModelKind = ModelKind::LogisticRegression;
+
     fn dim(&self) -> usize {
         self.k
     }
 
-    fn minus_two_log_alpha(&self, x: &[f32], p: &[f32]) -> f32 {
+    fn rows(&self) -> usize {
+        self.y.len()
+    }
+
+    fn prepare(&self, _: &[f32], _: &[f32]) {}
+
+    #[inline(always)]
+    fn add_row(&self, sum: f32, n: usize, x: &[f32], p: &[f32], _: &()) -> f32 {
         let k = self.k;
-        let mut moved = [0.0f32; MAX_COEFFICIENTS];
-        for j in 0..k {
-            moved[j] = p[j] - x[j];
-        }
-        let mut partial = [0.0f32; DATA_LANES];
-        for (n, (row, &y)) in self.x.chunks_exact(k).zip(self.y).enumerate() {
-            let lane = &mut partial[n % DATA_LANES];
-            *lane = add_row_term(*lane, (row, y), &x[..k], &moved[..k]);
-        }
-        let mut total = group_sum_emulated(&partial);
-        for j in 0..k {
+        let row = &self.x.get()[n * k..(n + 1) * k];
+        add_row_term(sum, (row, self.y.get()[n]), (&x[..k], &p[..k]))
+    }
+
+    fn finish(&self, data: f32, x: &[f32], p: &[f32], _: &()) -> f32 {
+        let mut total = data;
+        for j in 0..self.k {
             total = self.beta_priors[j].add_term(total, x[j], p[j]);
         }
         total
@@ -109,6 +115,11 @@ impl Model for LogisticRegression<'_> {
 
     fn constrain(&self, v: &[f32], out: &mut [f32]) {
         out[..self.k].copy_from_slice(&v[..self.k]);
+    }
+
+    fn for_each_array(&mut self, f: &mut dyn FnMut(&mut Array<'_>)) {
+        f(&mut self.x);
+        f(&mut self.y);
     }
 }
 

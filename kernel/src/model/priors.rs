@@ -53,6 +53,8 @@ pub enum ScalePrior {
 }
 
 /// A prior's packed arrays for one element: a separable target's kernel arrays (at most four).
+/// `repr(C, u32)`: a model holding it is copied to the device as bytes ([`super::Array`]).
+#[repr(C, u32)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Packed {
     Flat,

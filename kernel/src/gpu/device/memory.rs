@@ -157,3 +157,16 @@ pub(crate) unsafe fn store_quad<const V4: bool>(ptr: *mut f32, v: [f32; 4], vali
         }
     }
 }
+
+/// The generic address of shared-memory address `addr` (`cvta.shared.u64`): a pointer that
+/// ordinary loads, stores and slices can use.
+#[inline(always)]
+pub(crate) fn shared_to_generic(addr: u32) -> *mut f32 {
+    let generic: u64;
+    // SAFETY: an address conversion; no memory is touched.
+    unsafe {
+        asm!("cvt.u64.u32 {g}, {a}; cvta.shared.u64 {g}, {g};",
+             g = out(reg64) generic, a = in(reg32) addr, options(pure, nomem, nostack));
+    }
+    generic as *mut f32
+}

@@ -230,3 +230,34 @@ pub(crate) unsafe fn group_sum_f64(v: f64) -> f64 {
     }
     v
 }
+
+/// Waits until every lane of the warp arrives (`bar.warp.sync`), and orders memory: what a lane
+/// wrote to shared or global memory before it is visible to the warp's lanes after it. The
+/// model kernel's lanes take turns through a state held in shared memory with it.
+///
+/// # Safety
+/// As [`shfl_idx`].
+#[inline(always)]
+pub(crate) unsafe fn sync_warp() {
+    // SAFETY: a warp barrier; all 32 lanes take part (the contract).
+    unsafe { asm!("bar.warp.sync 0xffffffff;", options(nostack)) };
+}
+
+/// The sum of `v` over the whole warp, in every lane, in the butterfly order of
+/// [`mh::group_sum_emulated`] over 32 lanes (`shfl.sync.bfly` at offsets 16, 8, 4, 2, 1): each
+/// lane adds its own value and its partner's, and `a + b = b + a` exactly, so every lane ends
+/// with the same bits.
+///
+/// # Safety
+/// As [`shfl_idx`].
+#[inline(always)]
+pub(crate) unsafe fn warp_sum_butterfly(v: f32) -> f32 {
+    let mut v = v;
+    let mut offset = WARP_SIZE as u32 / 2;
+    while offset > 0 {
+        // SAFETY: the whole warp is here (the contract); the loop is the same in every lane.
+        v += unsafe { shfl_xor(v, offset) };
+        offset /= 2;
+    }
+    v
+}
