@@ -4,6 +4,7 @@
 //!   both modes, against the copy-bandwidth roofline and the CPU reference, and the fused
 //!   K-step rows. With no GPU it says so and runs the CPU reference alone.
 //! - `host run` is a sampling job with NumPy files in and out (see `run/mod.rs`).
+//! - `host sample` samples a model with data (`sample/mod.rs`).
 //! - `host lessons` times the kernel crate's lessons and the production step (`lessons.rs`).
 //!
 //! Exit codes: 0 success (also when standard output is closed early by its reader: the
@@ -23,6 +24,7 @@ mod outdir;
 mod regular_file;
 mod report_file;
 mod run;
+mod sample;
 mod signals;
 
 use std::process::ExitCode;
@@ -45,6 +47,10 @@ enum Command {
     /// Run chains: initial states, target and noise from .npy files or generated; final
     /// states, statistics and a thinned trace to .npy files.
     Run(Box<run::RunArgs>),
+    /// Sample a model with data (linear or logistic regression, the hierarchical normal model,
+    /// a dense Gaussian) from .npy files and prior flags: draws with parameter names and a
+    /// summary with their diagnostics.
+    Sample(Box<sample::SampleArgs>),
     /// The benchmark (also what runs with no subcommand).
     Bench(bench::BenchArgs),
     /// The lessons of the kernel crate and the production step, checked and timed at two sizes
@@ -53,10 +59,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let started = std::time::Instant::now();
     let cli = Cli::parse();
     let success = |r: Result<()>| r.map(|()| ExitCode::SUCCESS);
     let result: Result<ExitCode> = match cli.command {
         Some(Command::Run(args)) => run::run(*args),
+        Some(Command::Sample(args)) => success(sample::run(*args, started)),
         Some(Command::Bench(args)) => success(bench::run(args)),
         Some(Command::Lessons(args)) => success(lessons::run(args)),
         None => success(bench::run(cli.bench)),

@@ -1,0 +1,302 @@
+//! `host sample`: a model with data (`fused_mh::kernel::model`) sampled on the GPU (or the CPU
+//! reference with `--cpu`), its data from `.npy` files and its priors from flags; the draws on
+//! the parameters' own scale and a summary with their names into a new directory.
+//!
+//! - `draws.npy`: `[chains, draws, params]` float32, ArviZ's `(chain, draw, ...)` order.
+//! - `summary.json`: per parameter (`beta[1]`, ..., `sigma`) its mean, sd, 5/50/95 %
+//!   quantiles, nested R-hat and ESS (split superchains, `ModelSample::diagnostics`), whether
+//!   every nested R-hat is below 1.01, the acceptance, the frozen step size and proposal
+//!   factor, and the seconds of sampling and of the whole process.
+//!
+//! Why not `host run --target linreg`: `run`'s options (--mu, --sigma, --df, --init,
+//! --resume, --until-rhat, ...) are those of the separable targets; a command of its own keeps
+//! every option meaningful, and refuses those of the other models (`SampleArgs::check_options`).
+
+mod args;
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result, anyhow, bail};
+use fused_mh::kernel::model::{
+    DenseGaussian, DenseGaussianError, Factor, HierarchicalNormal, LinearRegression,
+    LogisticRegression, Model, RegressionError, whitening,
+};
+use fused_mh::model_run::{ModelRun, ModelSample};
+use fused_mh::{Gpu, cpu};
+use serde_json::json;
+
+pub use args::SampleArgs;
+use args::{ModelName, coefficient_prior, coefficient_priors, scale_prior};
+
+use crate::npy;
+use crate::outdir::OutputDir;
+
+/// Runs `host sample` (see the module documentation).
+pub fn run(args: SampleArgs, started: Instant) -> Result<()> {
+    args.check_options()?;
+    let run = ModelRun {
+        chains: args.chains,
+        warmup: args.warmup,
+        steps: args.steps,
+        thin: args.thin,
+        seed: args.seed,
+        target_acceptance: args.target_accept,
+        preconditioning: args.precondition.into(),
+        superchain_size: args.superchain_size,
+    };
+    let inputs: Vec<&Path> = [
+        &args.x,
+        &args.y,
+        &args.se,
+        &args.mean,
+        &args.cov_factor,
+        &args.prec_factor,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|p| p.as_path())
+    .collect();
+    let out = OutputDir::prepare(&args.out, false, &inputs)?;
+    let gpu = if args.cpu {
+        None
+    } else {
+        Some(Gpu::open(0).context("--cpu runs without a GPU")?)
+    };
+    let sampling = Instant::now();
+    let (sample, names) = sample_model(&args, &run, gpu.as_ref())?;
+    let sampling_s = sampling.elapsed().as_secs_f64();
+    let diagnostics = sample
+        .diagnostics(run.superchain_size)
+        .map_err(|e| anyhow!("the diagnostics: {e} (give --steps at least 4 x --thin)"))?;
+    let (chains, kept, dim) = (sample.chains, sample.kept, sample.dim);
+    // [kept, chains, dim] -> [chains, kept, dim].
+    let mut by_chain = Vec::new();
+    by_chain
+        .try_reserve_exact(sample.draws.len())
+        .context("no memory for the draws")?;
+    for c in 0..chains {
+        for t in 0..kept {
+            by_chain.extend_from_slice(&sample.draws[(t * chains + c) * dim..][..dim]);
+        }
+    }
+    npy::write(&out.path("draws.npy"), &[chains, kept, dim], &by_chain)?;
+    let mut params = serde_json::Map::new();
+    for (d, name) in names.iter().enumerate() {
+        let mut values: Vec<f64> = by_chain[d..]
+            .iter()
+            .step_by(dim)
+            .map(|&v| f64::from(v))
+            .collect();
+        let n = values.len() as f64;
+        let mean = values.iter().sum::<f64>() / n;
+        let sd = (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+        values.sort_by(f64::total_cmp);
+        let q = |p: f64| values[((p * (n - 1.0)).round() as usize).min(values.len() - 1)];
+        params.insert(
+            name.clone(),
+            json!({"mean": mean, "sd": sd, "q05": q(0.05), "q50": q(0.5), "q95": q(0.95),
+                   "nested_rhat": diagnostics.nested_rhat[d], "ess": diagnostics.ess[d]}),
+        );
+    }
+    let converged = diagnostics
+        .nested_rhat
+        .iter()
+        .all(|&r| r < fused_mh::diagnostics::RHAT_THRESHOLD);
+    let summary = json!({
+        "command": "sample",
+        "model": args.model_name(),
+        "device": gpu.as_ref().map_or("cpu".to_string(), |g| g.name().to_string()),
+        "chains": chains, "warmup": run.warmup, "steps": run.steps, "thin": run.thin,
+        "seed": run.seed, "superchain_size": run.superchain_size,
+        "precondition": format!("{:?}", run.preconditioning).to_lowercase(),
+        "names": names,
+        "params": params,
+        "converged": converged,
+        "acceptance": sample.acceptance,
+        "step_size": sample.step_size,
+        "factor": sample.factor,
+        "sampling_seconds": sampling_s,
+        "process_seconds": started.elapsed().as_secs_f64(),
+        "files": ["draws.npy", "summary.json"],
+    });
+    out.write_text("summary.json", &serde_json::to_string_pretty(&summary)?)?;
+    let dest = out.commit(&["draws.npy", "summary.json"])?;
+    crate::note!(
+        "{} chains x {kept} draws of {dim} parameters in {sampling_s:.3} s; nested R-hat {} 1.01; \
+         wrote {}",
+        chains,
+        if converged { "below" } else { "NOT below" },
+        dest.display()
+    );
+    Ok(())
+}
+
+/// A `.npy` file's data, checked to have `dims` dimensions (`option` names the flag).
+fn read(option: &str, path: &Option<std::path::PathBuf>, dims: usize) -> Result<npy::Array> {
+    let path = path
+        .as_ref()
+        .ok_or_else(|| anyhow!("{option} FILE is needed"))?;
+    let array = npy::read_f32(path).with_context(|| format!("{option} {}", path.display()))?;
+    if array.shape.len() != dims {
+        bail!(
+            "{option} {}: shape {:?}, expected {dims} dimensions",
+            path.display(),
+            array.shape
+        );
+    }
+    Ok(array)
+}
+
+/// Builds the model from the options and runs it: the draws and the parameters' names.
+fn sample_model(
+    args: &SampleArgs,
+    run: &ModelRun,
+    gpu: Option<&Gpu>,
+) -> Result<(ModelSample, Vec<String>)> {
+    fn go<M: Model + Copy + Sync>(
+        model: &M,
+        run: &ModelRun,
+        gpu: Option<&Gpu>,
+    ) -> Result<ModelSample> {
+        Ok(match gpu {
+            Some(gpu) => gpu.sample_model(model, run)?,
+            None => cpu::sample_model(model, run)?,
+        })
+    }
+    let betas = |k: usize| (1..=k).map(|j| format!("beta[{j}]")).collect::<Vec<_>>();
+    match args.model {
+        ModelName::Linreg | ModelName::Logreg => {
+            let (x, y) = (read("--x", &args.x, 2)?, read("--y", &args.y, 1)?);
+            let (n, k) = (x.shape[0], x.shape[1]);
+            if y.shape[0] != n {
+                bail!("--x has {n} rows but --y has {} values", y.shape[0]);
+            }
+            let priors = coefficient_priors("--beta-prior", &args.beta_prior, k)?;
+            let why = |e| regression_error(e, k);
+            if args.model == ModelName::Linreg {
+                let sigma = scale_prior("--sigma-prior", &args.sigma_prior)?;
+                let model =
+                    LinearRegression::new(&x.data, &y.data, k, &priors, sigma).map_err(why)?;
+                let mut names = betas(k);
+                names.push("sigma".into());
+                Ok((go(&model, run, gpu)?, names))
+            } else {
+                let model = LogisticRegression::new(&x.data, &y.data, k, &priors).map_err(why)?;
+                Ok((go(&model, run, gpu)?, betas(k)))
+            }
+        }
+        ModelName::HierNormal => {
+            let (y, se) = (read("--y", &args.y, 1)?, read("--se", &args.se, 1)?);
+            if se.shape != y.shape {
+                bail!(
+                    "--se has {} values for {} groups in --y",
+                    se.shape[0],
+                    y.shape[0]
+                );
+            }
+            let mu = coefficient_prior("--mu-prior", &args.mu_prior)?;
+            let tau = scale_prior("--tau-prior", &args.tau_prior)?;
+            let model =
+                HierarchicalNormal::new(&y.data, &se.data, mu, tau).map_err(|e| match e {
+                    RegressionError::Prior {
+                        index: Some(_),
+                        invalid,
+                    } => anyhow!("--mu-prior: {} {}", param_name(invalid.param), invalid.why),
+                    RegressionError::Prior {
+                        index: None,
+                        invalid,
+                    } => anyhow!("--tau-prior: {} {}", param_name(invalid.param), invalid.why),
+                    RegressionError::StandardError { index } => anyhow!(
+                        "--se: se[{index}] = {} must be a finite number > 0",
+                        se.data[index]
+                    ),
+                    RegressionError::NonFinite { index, .. } => {
+                        anyhow!("--y: y[{index}] is not finite")
+                    }
+                    RegressionError::Shape => anyhow!("--y: between 1 and 254 groups"),
+                })?;
+            let j = y.shape[0];
+            let mut names: Vec<String> = (1..=j).map(|i| format!("theta[{i}]")).collect();
+            names.extend(["mu".into(), "tau".into()]);
+            Ok((go(&model, run, gpu)?, names))
+        }
+        ModelName::DenseGaussian => {
+            let mean = read("--mean", &args.mean, 1)?;
+            let (option, path, of) = match (&args.cov_factor, &args.prec_factor) {
+                (Some(_), _) => ("--cov-factor", &args.cov_factor, Factor::Covariance),
+                (None, Some(_)) => ("--prec-factor", &args.prec_factor, Factor::Precision),
+                (None, None) => bail!("--model dense-gaussian needs --cov-factor or --prec-factor"),
+            };
+            let factor = read(option, path, 2)?;
+            let dim = mean.shape[0];
+            if factor.shape != [dim, dim] {
+                bail!(
+                    "{option}: shape {:?}, expected [{dim}, {dim}] (as --mean)",
+                    factor.shape
+                );
+            }
+            let mut w = vec![0.0f32; dim * dim];
+            let why = |e: DenseGaussianError| match e {
+                DenseGaussianError::Shape => anyhow!("--mean: between 1 and 128 values"),
+                DenseGaussianError::NonFinite {
+                    in_mean: true,
+                    index,
+                } => anyhow!("--mean: element {index} is not finite"),
+                DenseGaussianError::NonFinite { index, .. } => anyhow!(
+                    "{option}: element [{}, {}] is not finite",
+                    index / dim,
+                    index % dim
+                ),
+                DenseGaussianError::NotPositiveDiagonal { index } => {
+                    anyhow!("{option}: diagonal element [{index}, {index}] must be > 0")
+                }
+            };
+            whitening(&factor.data, of, &mut w).map_err(why)?;
+            let model = DenseGaussian::new(&mean.data, &w).map_err(why)?;
+            let names = (1..=dim).map(|i| format!("x[{i}]")).collect();
+            Ok((go(&model, run, gpu)?, names))
+        }
+    }
+}
+
+/// A prior parameter's name by its index (0 loc, 1 scale, 2 df).
+fn param_name(param: usize) -> &'static str {
+    ["loc", "scale", "df"]
+        .get(param)
+        .copied()
+        .unwrap_or("a parameter")
+}
+
+/// A regression's refusal, naming the flag.
+fn regression_error(e: RegressionError, k: usize) -> anyhow::Error {
+    match e {
+        RegressionError::Shape => anyhow!("--x: between 1 and 64 columns and at least one row"),
+        RegressionError::NonFinite { in_x: true, index } => {
+            anyhow!("--x: element [{}, {}] is not finite", index / k, index % k)
+        }
+        RegressionError::NonFinite { index, .. } => {
+            anyhow!("--y: element {index} is not finite (or, for logreg, not 0 or 1)")
+        }
+        RegressionError::StandardError { index } => anyhow!("standard error {index}"),
+        RegressionError::Prior {
+            index: Some(j),
+            invalid,
+        } => anyhow!(
+            "--beta-prior (coefficient {}): {} {}",
+            j + 1,
+            param_name(invalid.param),
+            invalid.why
+        ),
+        RegressionError::Prior {
+            index: None,
+            invalid,
+        } => {
+            anyhow!(
+                "--sigma-prior: {} {}",
+                param_name(invalid.param),
+                invalid.why
+            )
+        }
+    }
+}
