@@ -6,25 +6,15 @@ use std::process::ExitCode;
 
 use fused_mh::Gpu;
 use fused_mh::kernel::model::{DenseGaussian, Factor, Model, whitening};
-use fused_mh::model_run::{ModelRun, ModelSample, Preconditioning};
+use fused_mh::model_run::{ModelRun, ModelSample};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 mod support;
 
-use support::posteriordb::{Machine, Posterior};
+use support::posteriordb::{Machine, Posterior, SETTINGS, coordinate};
 
-/// The full-size run every posterior gets on the GPU: the CPU tests' settings with 16x the
-/// chains.
-const RUN: ModelRun = ModelRun {
-    chains: 16384,
-    warmup: 2000,
-    steps: 1000,
-    thin: 10,
-    seed: 2026,
-    target_acceptance: 0.234,
-    preconditioning: Preconditioning::Dense,
-    superchain_size: 16,
-};
+/// The full-size run every posterior gets on the GPU: the shared settings (16384 chains).
+const RUN: ModelRun = SETTINGS;
 
 /// A short run with two adapted windows, for the CPU against the GPU.
 const SHORT: ModelRun = ModelRun {
@@ -47,17 +37,7 @@ fn compare(gpu: &ModelSample, cpu: &ModelSample, chains: usize) -> Result<(), Fa
         return Err("the runs differ in shape".into());
     }
     let dim = cpu.dim;
-    let sd: Vec<f64> = (0..dim)
-        .map(|d| {
-            let v: Vec<f64> = cpu.draws[d..]
-                .iter()
-                .step_by(dim)
-                .map(|&x| f64::from(x))
-                .collect();
-            let m = v.iter().sum::<f64>() / v.len() as f64;
-            (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt()
-        })
-        .collect();
+    let sd: Vec<f64> = (0..dim).map(|d| coordinate(cpu, d).2).collect();
     let matching = (0..chains)
         .filter(|&c| {
             (0..cpu.kept).all(|t| {
@@ -128,17 +108,10 @@ fn dense_gaussian_matches_cpu() -> Result<(), Failed> {
 /// posteriordb tolerances of the exact means and sds.
 fn dense_gaussian_is_exact() -> Result<(), Failed> {
     let (mean, sd, w) = correlated_gaussian()?;
-    let dim = mean.len();
     let model = DenseGaussian::new(&mean, &w).map_err(|e| format!("{e:?}"))?;
     let full = Gpu::open(0)?.sample_model(&model, &RUN)?;
     for d in 0..model.dim() {
-        let v: Vec<f64> = full.draws[d..]
-            .iter()
-            .step_by(dim)
-            .map(|&x| f64::from(x))
-            .collect();
-        let m = v.iter().sum::<f64>() / v.len() as f64;
-        let s = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt();
+        let (_, m, s) = coordinate(&full, d);
         if (m - f64::from(mean[d])).abs() >= 0.1 * sd[d] || (s / sd[d] - 1.0).abs() >= 0.1 {
             return Err(
                 format!("x[{d}]: mean {m}, sd {s} against {} and {}", mean[d], sd[d]).into(),

@@ -13,19 +13,13 @@ use fused_mh::model_run::{ModelRun, Preconditioning};
 
 mod support;
 
-use support::posteriordb::{Machine, Posterior, coordinate, json, split_diagnostics};
+use support::posteriordb::{Machine, Posterior, SETTINGS, coordinate, json};
 
-/// The run every posterior gets: the GPU tests' settings with 1/32 of the chains (the CPU
-/// build's software fused multiply-adds make a chain-step cost ~1 µs per data row here).
+/// The run every posterior gets: the shared settings with 1/32 of the GPU tests' chains (the
+/// CPU build's software fused multiply-adds make a chain-step cost ~1 µs per data row here).
 const RUN: ModelRun = ModelRun {
     chains: 512,
-    warmup: 2000,
-    steps: 1000,
-    thin: 10,
-    seed: 2026,
-    target_acceptance: 0.234,
-    preconditioning: Preconditioning::Dense,
-    superchain_size: 16,
+    ..SETTINGS
 };
 
 fn check(posterior: Posterior) {
@@ -96,7 +90,9 @@ fn dense_gaussian_and_the_three_preconditionings() {
             ..RUN
         };
         let sample = sample_model(&model, &run).expect("a run");
-        let diagnostics = split_diagnostics(&sample, run.chains, run.superchain_size);
+        let diagnostics = sample
+            .diagnostics(run.superchain_size)
+            .expect("diagnostics");
         let worst = diagnostics
             .ess
             .iter()
@@ -147,7 +143,10 @@ fn an_unconverged_run_is_flagged() {
     let r = &reference["params"]["beta[1]"];
     let (_, mean, _) = coordinate(&sample, 0);
     let off = (mean - r["mean"].as_f64().unwrap()).abs() / r["sd"].as_f64().unwrap();
-    let rhat = split_diagnostics(&sample, run.chains, run.superchain_size).nested_rhat[0];
+    let rhat = sample
+        .diagnostics(run.superchain_size)
+        .expect("diagnostics")
+        .nested_rhat[0];
     assert!(off > 1.0, "the premise: beta[1]'s mean is {off:.2} sd off");
     let threshold = fused_mh::diagnostics::RHAT_THRESHOLD;
     assert!(

@@ -67,7 +67,7 @@ impl Gpu {
         if let Some(e) = failed {
             return Err(e);
         }
-        let mut bytes = self.alloc::<u8>("the model", size_of::<M>())?;
+        let bytes = self.alloc::<u8>("the model", size_of::<M>())?;
         let address = bytes.device_ptr(&self.stream).0;
         // SAFETY: copies the `size_of::<M>()` bytes of `image` into a buffer of that size; the
         // copy from pageable memory has left `image` when the call returns, and the stream
@@ -79,7 +79,6 @@ impl Gpu {
                 self.stream.cu_stream(),
             )
         }?;
-        let _ = &mut bytes;
         Ok((bytes, arrays))
     }
 }

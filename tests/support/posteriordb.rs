@@ -20,9 +20,22 @@ use std::path::Path;
 use fused_mh::kernel::model::{
     CoefficientPrior, HierarchicalNormal, LinearRegression, LogisticRegression, Model, ScalePrior,
 };
-use fused_mh::model_run::{ModelRun, ModelSample};
-use fused_mh::{Diagnostics, Gpu, cpu};
+use fused_mh::model_run::{ModelRun, ModelSample, Preconditioning};
+use fused_mh::{Gpu, cpu};
 use serde_json::Value;
+
+/// The settings every posterior gets, on either machine (the chain count is each test
+/// file's): the default warm-up with dense preconditioning, nothing tuned to any posterior.
+pub const SETTINGS: ModelRun = ModelRun {
+    chains: 16384,
+    warmup: 2000,
+    steps: 1000,
+    thin: 10,
+    seed: 2026,
+    target_acceptance: 0.234,
+    preconditioning: Preconditioning::Dense,
+    superchain_size: 16,
+};
 
 /// Where a run runs.
 #[derive(Clone, Copy)]
@@ -217,15 +230,16 @@ pub fn coordinate(sample: &ModelSample, d: usize) -> (Vec<f64>, f64, f64) {
         .step_by(sample.dim)
         .map(|&v| f64::from(v))
         .collect();
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let sd = (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    let (mean, sd) = mean_sd(&values);
     (values, mean, sd)
 }
 
-/// Nested R-hat and ESS of a run's kept draws (split superchains, `ModelSample::diagnostics`).
-pub fn split_diagnostics(sample: &ModelSample, _chains: usize, m_size: usize) -> Diagnostics {
-    sample.diagnostics(m_size).expect("diagnostics")
+/// The mean and sd (`n - 1`) of `values`.
+pub fn mean_sd(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let sd = (values.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    (mean, sd)
 }
 
 /// Checks a run's draws of parameters `names` against `posterior`'s reference summary.
@@ -236,7 +250,9 @@ pub fn check(
     run: &ModelRun,
 ) -> Result<(), String> {
     let reference = json(posterior, "reference_summary.json");
-    let diagnostics = split_diagnostics(sample, run.chains, run.superchain_size);
+    let diagnostics = sample
+        .diagnostics(run.superchain_size)
+        .map_err(|e| e.to_string())?;
     let worst = |v: &[f64], f: fn(f64, f64) -> f64, start| v.iter().copied().fold(start, f);
     eprintln!(
         "{posterior}: {} chains, acceptance {:.3}, step size {:.3}, nested R-hat at most {:.4}, \
