@@ -15,7 +15,10 @@ split R-hat for the others). NumPyro and BlackJAX double their draws until the c
 (up to 8x); fused-mh runs its defaults.
 
 Usage: python3 bench/time_to_answer.py HOST_BINARY OUT_JSON
-       (and, internally, --one numpyro|blackjax NAME DRAWS FACTOR_JSON OUT_NPY)"""
+       (and, internally, --one numpyro|blackjax NAME DRAWS FACTOR_JSON OUT_NPY)
+Environment: TTA_FUSED_SETTINGS, a JSON object {label: [host sample flags]}, replaces fused-mh's
+two settings (a sweep); TTA_PEERS=0 leaves NumPyro and BlackJAX out (to compare two builds of
+fused-mh in one call)."""
 import json
 import os
 import subprocess
@@ -230,6 +233,8 @@ def timed(cmd):
 # one chain per warp of the GPU (4096 chains: 31 of the H200's 32 warps per SM).
 FUSED = {"fused_mh": [], "fused_mh_short": ["--chains=4096", "--warmup=1000", "--steps=500",
                                             "--thin=5"]}
+FUSED = json.loads(os.environ.get("TTA_FUSED_SETTINGS", "null")) or FUSED
+PEERS = os.environ.get("TTA_PEERS", "1") != "0"
 
 
 def main(host, out_json):
@@ -260,8 +265,8 @@ def main(host, out_json):
                             "why": why, "chains": summary["chains"],
                             "steps": summary["warmup"] + summary["steps"]}
                 print(name, key, row[key], flush=True)
-            factor = os.path.join(folder, "fused_mh", "summary.json")
-            for tool, sizes in [("numpyro", [1000, 2000, 4000, 8000]),
+            factor = os.path.join(folder, next(iter(FUSED)), "summary.json")
+            for tool, sizes in [] if not PEERS else [("numpyro", [1000, 2000, 4000, 8000]),
                                 ("blackjax", [3000, 6000, 12000, 24000])]:
                 for size in sizes:
                     npy_out = os.path.join(folder, f"{tool}-{size}.npy")

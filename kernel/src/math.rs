@@ -1,4 +1,4 @@
-//! The four non-trivial functions the step needs: `ln`, `sin`/`cos` and `sqrt`.
+//! The non-trivial functions the kernels need: `exp`, `ln`, `sin`/`cos`, `sqrt`, `exp2`, `log2`, `recip`.
 //!
 //! `core` has none of them (they live in `std`, which does not exist on the GPU), so this module
 //! provides them, chosen by measurement (see `bench/NOTES.md`):
@@ -15,6 +15,9 @@
 //! - `sin`, `cos` and `sqrt` are the GPU's special function unit instructions `sin.approx.f32`,
 //!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, `gpu/device/sfu.rs`): one instruction
 //!   each, at 16 per clock per SM beside the 128 FP32 lanes. On the CPU they are `libm`'s.
+//!   `exp2`, `log2` and `recip` are the same kind (`ex2`, `lg2`, `rcp.approx`), for the
+//!   logistic regression's rows ([`crate::model::logreg`]), where the SFU's absolute errors are
+//!   small against the tolerance of a sum over data rows.
 //!
 //! The price of the SFU is accuracy, and it is bounded: `sin/cos.approx` err by at most about
 //! 2^-20.5 absolute on [-pi, pi] (the range the normal transform uses) and `sqrt.approx` by
@@ -145,7 +148,7 @@ pub fn exp(x: f32) -> f32 {
 }
 
 #[cfg(target_arch = "nvptx64")]
-pub use crate::gpu::device::sfu::{cos, sin, sqrt};
+pub use crate::gpu::device::sfu::{cos, exp2, log2, recip, sin, sqrt};
 
 /// Sine of an angle in radians.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -166,6 +169,28 @@ pub fn cos(x: f32) -> f32 {
 #[inline]
 pub fn sqrt(x: f32) -> f32 {
     libm::sqrtf(x)
+}
+
+/// `2^x` (libm here; the SFU's `ex2.approx`, within about 2^-22 relative, on the GPU).
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline]
+pub fn exp2(x: f32) -> f32 {
+    libm::exp2f(x)
+}
+
+/// `log2(x)` (libm here; the SFU's `lg2.approx`, within about 2^-22 absolute on `[0.5, 2]`,
+/// on the GPU).
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline]
+pub fn log2(x: f32) -> f32 {
+    libm::log2f(x)
+}
+
+/// `1 / x` (correctly rounded here; within 1 ulp on the GPU).
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline]
+pub fn recip(x: f32) -> f32 {
+    1.0 / x
 }
 
 #[cfg(test)]

@@ -6,7 +6,8 @@
 //! A model's step reads every data row: a regression's `-2 log alpha` is a sum over `N` rows of
 //! a term that needs the row's `K` columns. A warp takes one chain at a time and gives its
 //! lanes the rows `lane, lane + 32, ...` — the order the CPU reference sums them in
-//! ([`crate::model::DATA_LANES`]), so that the two agree to the bit — and a butterfly of
+//! ([`crate::model::DATA_LANES`]), so that the two agree to the bit (the logistic
+//! regression's special functions aside) — and a butterfly of
 //! shuffles adds the lanes' partials. Every warp reads the same data, which the SMs' caches
 //! serve (the design data of the posteriordb cases is a few to a few hundred KB).
 //!
@@ -168,10 +169,7 @@ pub unsafe fn model_steps<M: Model>(model: &M, l: &ModelLaunch) {
             unsafe { sync_warp() };
             let p = read(slots.p);
             let m = model.prepare(x, p);
-            let mut partial = 0.0f32;
-            for n in (lane..model.rows()).step_by(WARP_SIZE) {
-                partial = model.add_row(partial, n, x, p, &m);
-            }
+            let partial = model.add_rows(0.0, lane, x, p, &m);
             // SAFETY: the whole warp is here (every lane went round the rows' loop).
             let data = unsafe { warp_sum_butterfly(partial) };
             let total = model.finish(data, x, p, &m);

@@ -17,7 +17,7 @@
 //! needs only row `i` of `W`, so the coordinates are the model's data rows (coordinate `i`
 //! into lane `i % 32`'s partial sum), as a regression's observations are.
 
-use super::{Array, Model, ModelKind};
+use super::{Array, LaneRows, Model, ModelKind};
 use crate::math;
 
 /// The largest dimension.
@@ -148,22 +148,21 @@ impl Model for DenseGaussian<'_> {
         self.mean.len()
     }
 
-    fn rows(&self) -> usize {
-        self.mean.len()
-    }
-
     fn prepare(&self, _: &[f32], _: &[f32]) {}
 
     #[inline(always)]
-    fn add_row(&self, sum: f32, i: usize, x: &[f32], p: &[f32], _: &()) -> f32 {
-        let dim = self.dim();
-        let row = &self.whitening.get()[i * dim..(i + 1) * dim];
-        let (mut z, mut w) = (0.0f32, 0.0f32);
-        for (((&a, &x_j), &p_j), &m_j) in row.iter().zip(x).zip(p).zip(self.mean.get()) {
-            z = math::fma(a, x_j - m_j, z);
-            w = math::fma(a, p_j - x_j, w);
-        }
-        math::fma(w, math::fma(2.0, z, w), sum)
+    fn add_rows(&self, sum: f32, first: usize, x: &[f32], p: &[f32], _: &()) -> f32 {
+        let (mean, dim) = (self.mean.get(), self.dim());
+        LaneRows::new(self.whitening.get(), dim, first).fold(sum, |sum, row| {
+            let (mut z, mut w) = (0.0f32, 0.0f32);
+            // An index loop bounded by the shortest: no bounds check is left in it.
+            let n = row.len().min(x.len()).min(p.len()).min(mean.len());
+            for j in 0..n {
+                z = math::fma(row[j], x[j] - mean[j], z);
+                w = math::fma(row[j], p[j] - x[j], w);
+            }
+            math::fma(w, math::fma(2.0, z, w), sum)
+        })
     }
 
     fn finish(&self, data: f32, _: &[f32], _: &[f32], _: &()) -> f32 {

@@ -15,7 +15,7 @@
 
 use super::linreg::RegressionError;
 use super::priors::{Packed, add_scale_terms};
-use super::{Array, CoefficientPrior, Model, ModelKind, ScalePrior};
+use super::{Array, CoefficientPrior, Model, ModelKind, ScalePrior, lane_values};
 use crate::math::{self, exp};
 
 /// The largest number of groups (a state holds one `t_j` per group, and two more).
@@ -92,10 +92,6 @@ impl Model for HierarchicalNormal<'_> {
         self.groups() + 2
     }
 
-    fn rows(&self) -> usize {
-        self.groups()
-    }
-
     fn prepare(&self, x: &[f32], p: &[f32]) -> LocationScaleMove {
         let j = self.groups();
         LocationScaleMove {
@@ -105,12 +101,18 @@ impl Model for HierarchicalNormal<'_> {
     }
 
     #[inline(always)]
-    fn add_row(&self, sum: f32, j: usize, x: &[f32], p: &[f32], m: &LocationScaleMove) -> f32 {
+    fn add_rows(&self, sum: f32, first: usize, x: &[f32], p: &[f32], m: &LocationScaleMove) -> f32 {
         let ((mu_x, mu_p), (tau_x, tau_p)) = (m.mu, m.tau);
-        let (t_x, t_p) = (x[j], p[j]);
-        let r = self.y.get()[j] - math::fma(tau_x, t_x, mu_x);
-        let moved = math::fma(tau_p - tau_x, t_x, math::fma(tau_p, t_p - t_x, mu_p - mu_x));
-        math::fma(moved * math::fma(-2.0, r, moved), self.inv_var[j], sum)
+        let j = self.groups();
+        let groups = lane_values(self.y.get(), first).zip(lane_values(&self.inv_var[..j], first));
+        let effects = lane_values(&x[..j], first).zip(lane_values(&p[..j], first));
+        groups
+            .zip(effects)
+            .fold(sum, |sum, ((y, inv_var), (t_x, t_p))| {
+                let r = y - math::fma(tau_x, t_x, mu_x);
+                let moved = math::fma(tau_p - tau_x, t_x, math::fma(tau_p, t_p - t_x, mu_p - mu_x));
+                math::fma(moved * math::fma(-2.0, r, moved), inv_var, sum)
+            })
     }
 
     fn finish(&self, data: f32, x: &[f32], p: &[f32], m: &LocationScaleMove) -> f32 {

@@ -27,7 +27,7 @@
 //! `N` partial values of a *single* state's `-2 log pi`, of order `N`, is never formed.
 
 use super::priors::{Packed, add_scale_terms};
-use super::{Array, CoefficientPrior, Model, ModelKind, ScalePrior};
+use super::{Array, CoefficientPrior, LaneRows, Model, ModelKind, ScalePrior, lane_values};
 use crate::math::{self, exp};
 use crate::target::Invalid;
 
@@ -152,9 +152,11 @@ pub(crate) fn check_design(
 #[inline(always)]
 pub(crate) fn fit_and_move(x_row: &[f32], beta_x: &[f32], beta_p: &[f32]) -> (f32, f32) {
     let (mut fit, mut d) = (0.0f32, 0.0f32);
-    for ((&xj, &bx), &bp) in x_row.iter().zip(beta_x).zip(beta_p) {
-        fit = math::fma(xj, bx, fit);
-        d = math::fma(xj, bp - bx, d);
+    // An index loop bounded by the shortest: no bounds check is left in it.
+    let k = x_row.len().min(beta_x.len()).min(beta_p.len());
+    for j in 0..k {
+        fit = math::fma(x_row[j], beta_x[j], fit);
+        d = math::fma(x_row[j], beta_p[j] - beta_x[j], d);
     }
     (fit, d)
 }
@@ -190,10 +192,6 @@ impl Model for LinearRegression<'_> {
         self.k + 1
     }
 
-    fn rows(&self) -> usize {
-        self.data_rows()
-    }
-
     fn prepare(&self, x: &[f32], p: &[f32]) -> ScaleMove {
         let k = self.k;
         ScaleMove {
@@ -202,10 +200,13 @@ impl Model for LinearRegression<'_> {
     }
 
     #[inline(always)]
-    fn add_row(&self, sum: f32, n: usize, x: &[f32], p: &[f32], m: &ScaleMove) -> f32 {
+    fn add_rows(&self, sum: f32, first: usize, x: &[f32], p: &[f32], m: &ScaleMove) -> f32 {
         let k = self.k;
-        let row = &self.x.get()[n * k..(n + 1) * k];
-        add_row_term(sum, (row, self.y.get()[n]), (&x[..k], &p[..k]), m.inverse)
+        let (beta_x, beta_p) = (&x[..k], &p[..k]);
+        let rows = LaneRows::new(self.x.get(), k, first).zip(lane_values(self.y.get(), first));
+        rows.fold(sum, |sum, (row, y)| {
+            add_row_term(sum, (row, y), (beta_x, beta_p), m.inverse)
+        })
     }
 
     fn finish(&self, data: f32, x: &[f32], p: &[f32], _: &ScaleMove) -> f32 {

@@ -12,13 +12,14 @@
 //! # One formula on both machines
 //!
 //! [`Model`] splits `-2 log alpha` into what a step computes once per state pair
-//! ([`Model::prepare`]), one term per data row ([`Model::add_row`]) and the rest
+//! ([`Model::prepare`]), the terms of the data rows ([`Model::add_rows`]) and the rest
 //! ([`Model::finish`]: the priors, the Jacobian). The data rows are summed in the order a warp
-//! sums them: row `n` into the partial sum of lane `n % 32`, the lanes' partials by a
-//! butterfly ([`crate::mh::group_sum_emulated`] on the CPU). The CPU reference calls
+//! sums them: row `n` into the partial sum of lane `n % 32`, in order of `n`, the lanes'
+//! partials by a butterfly ([`crate::mh::group_sum_emulated`] on the CPU). The CPU reference calls
 //! [`Model::minus_two_log_alpha`]; the GPU's kernel (`gpu::model_steps`) gives each lane its
 //! rows and shuffles the partials, in the same order, so the two agree to the bit for equal
-//! states.
+//! states — except the logistic regression, whose rows use the GPU's special function unit
+//! (within about 1e-6 a row, [`logreg`]).
 //!
 //! # A model in device memory
 //!
@@ -54,14 +55,13 @@ pub trait Model {
     /// The parameters of a state (its length).
     fn dim(&self) -> usize;
 
-    /// The data rows: [`Model::add_row`] takes `n < rows()`.
-    fn rows(&self) -> usize;
-
     /// What every row's term needs from states `x` and `p` beyond their elements.
     fn prepare(&self, x: &[f32], p: &[f32]) -> Self::Move;
 
-    /// `sum` plus data row `n`'s share of `-2 log alpha`.
-    fn add_row(&self, sum: f32, n: usize, x: &[f32], p: &[f32], m: &Self::Move) -> f32;
+    /// `sum` plus the shares of `-2 log alpha` of data rows `first`, `first + DATA_LANES`, ...
+    /// (one lane's rows), added in that order. Each model walks its rows with iterators, which
+    /// carry no bounds checks into the loop and read the model's fields once.
+    fn add_rows(&self, sum: f32, first: usize, x: &[f32], p: &[f32], m: &Self::Move) -> f32;
 
     /// `-2 log alpha` from the rows' total `data`: plus the priors' and the Jacobians' terms.
     fn finish(&self, data: f32, x: &[f32], p: &[f32], m: &Self::Move) -> f32;
@@ -71,11 +71,8 @@ pub trait Model {
     /// either state is (the step then rejects).
     fn minus_two_log_alpha(&self, x: &[f32], p: &[f32]) -> f32 {
         let m = self.prepare(x, p);
-        let mut partial = [0.0f32; DATA_LANES];
-        for n in 0..self.rows() {
-            let lane = &mut partial[n % DATA_LANES];
-            *lane = self.add_row(*lane, n, x, p, &m);
-        }
+        let partial: [f32; DATA_LANES] =
+            core::array::from_fn(|lane| self.add_rows(0.0, lane, x, p, &m));
         self.finish(group_sum_emulated(&partial), x, p, &m)
     }
 
@@ -90,6 +87,48 @@ pub trait Model {
 
 /// Lanes whose partial sums a model's data rows go into (a warp).
 pub const DATA_LANES: usize = crate::layout::WARP_SIZE;
+
+/// One lane's rows of a row-major `[rows, width]` array: rows `first`, `first + DATA_LANES`,
+/// ... as slices, for [`Model::add_rows`]. Each row is taken by `get`, so the loop has no
+/// panicking bounds check, and advancing is one addition (the standard `step_by` over a
+/// `zip` of `chunks_exact` walks every skipped row on the GPU).
+#[derive(Clone, Debug)]
+pub struct LaneRows<'a> {
+    values: &'a [f32],
+    width: usize,
+    next: usize,
+}
+
+impl<'a> LaneRows<'a> {
+    /// Lane `first`'s rows of `values`, `width` to a row.
+    #[inline(always)]
+    pub fn new(values: &'a [f32], width: usize, first: usize) -> Self {
+        Self {
+            values,
+            width,
+            next: first,
+        }
+    }
+}
+
+impl<'a> Iterator for LaneRows<'a> {
+    type Item = &'a [f32];
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<&'a [f32]> {
+        let start = self.next * self.width;
+        let row = self.values.get(start..start + self.width)?;
+        self.next += DATA_LANES;
+        Some(row)
+    }
+}
+
+/// One lane's elements of `values`: elements `first`, `first + DATA_LANES`, ... (a
+/// [`LaneRows`] of width 1).
+#[inline(always)]
+pub fn lane_values(values: &[f32], first: usize) -> impl Iterator<Item = f32> + '_ {
+    LaneRows::new(values, 1, first).map(|v| v[0])
+}
 
 /// A borrowed `f32` array with a layout fixed by `repr(C)` (an address and a length), so that
 /// a model holding it can be copied into device memory (see the module documentation).

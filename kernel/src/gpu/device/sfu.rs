@@ -48,40 +48,55 @@ pub fn count_zero(count: u32, v: f32) -> u32 {
     out
 }
 
-/// Sine with the SFU's `sin.approx.f32` (most accurate on [-pi, pi]).
-#[inline(always)]
-pub fn sin(x: f32) -> f32 {
-    let y: f32;
-    // SAFETY: a pure arithmetic instruction on registers.
-    unsafe {
-        asm!("sin.approx.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
-             options(pure, nomem, nostack));
-    }
-    y
+/// Declares `pub fn $name(x: f32) -> f32` as the one PTX instruction `$op` (an SFU operation
+/// on a register, nothing else).
+macro_rules! sfu_unary {
+    ($(#[$doc:meta])* $name:ident, $op:literal) => {
+        $(#[$doc])*
+        #[inline(always)]
+        pub fn $name(x: f32) -> f32 {
+            let y: f32;
+            // SAFETY: a pure arithmetic instruction on registers.
+            unsafe {
+                asm!(concat!($op, " {y}, {x};"), y = out(reg32) y, x = in(reg32) x,
+                     options(pure, nomem, nostack));
+            }
+            y
+        }
+    };
 }
 
-/// Cosine with the SFU's `cos.approx.f32` (most accurate on [-pi, pi]).
-#[inline(always)]
-pub fn cos(x: f32) -> f32 {
-    let y: f32;
-    // SAFETY: a pure arithmetic instruction on registers.
-    unsafe {
-        asm!("cos.approx.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
-             options(pure, nomem, nostack));
-    }
-    y
-}
-
-/// Square root with the SFU's `sqrt.approx.ftz.f32` (relative error at most 2^-23). `.ftz`
-/// drops the subnormal fix-up (three instructions): its arguments here, `-2 ln u`, are 0 or
-/// above 2^-23, never subnormal.
-#[inline(always)]
-pub fn sqrt(x: f32) -> f32 {
-    let y: f32;
-    // SAFETY: a pure arithmetic instruction on registers.
-    unsafe {
-        asm!("sqrt.approx.ftz.f32 {y}, {x};", y = out(reg32) y, x = in(reg32) x,
-             options(pure, nomem, nostack));
-    }
-    y
-}
+sfu_unary!(
+    /// Sine with the SFU's `sin.approx.f32` (most accurate on [-pi, pi]).
+    sin,
+    "sin.approx.f32"
+);
+sfu_unary!(
+    /// Cosine with the SFU's `cos.approx.f32` (most accurate on [-pi, pi]).
+    cos,
+    "cos.approx.f32"
+);
+sfu_unary!(
+    /// Square root with the SFU's `sqrt.approx.ftz.f32` (relative error at most 2^-23). `.ftz`
+    /// drops the subnormal fix-up (three instructions): its arguments here, `-2 ln u`, are 0 or
+    /// above 2^-23, never subnormal.
+    sqrt,
+    "sqrt.approx.ftz.f32"
+);
+sfu_unary!(
+    /// `2^x` with the SFU's `ex2.approx.ftz.f32` (relative error about 2^-22 over the whole
+    /// range; results below the normal range flush to 0).
+    exp2,
+    "ex2.approx.ftz.f32"
+);
+sfu_unary!(
+    /// `log2(x)` with the SFU's `lg2.approx.ftz.f32` (absolute error about 2^-22 for `x` in
+    /// `[0.5, 2]`, relative error about 2^-22 elsewhere).
+    log2,
+    "lg2.approx.ftz.f32"
+);
+sfu_unary!(
+    /// `1 / x` with the SFU's `rcp.approx.ftz.f32` (within 1 ulp; `1 / inf = 0`).
+    recip,
+    "rcp.approx.ftz.f32"
+);
