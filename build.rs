@@ -18,7 +18,8 @@
 //! Each nested build has its own target directory under `OUT_DIR` and runs with the variables
 //! that this outer cargo set for the host build removed (`RUSTFLAGS`, `CARGO_*`, wrappers such
 //! as clippy's), so the kernel is built the same way whatever command started the outer build.
-//! The results are copied to `$OUT_DIR/fused_mh_kernel_<arch>.ptx`, which `src/lib.rs` embeds
+//! The results are written to `$OUT_DIR/fused_mh_kernel_<arch>.ptx`, with a register limit on
+//! the model kernels ([`limit_model_registers`]), and `src/lib.rs` embeds them
 //! with `include_str!` (the file names reach it as `FUSED_MH_PTX_PORTABLE` and
 //! `FUSED_MH_PTX_NEWER`).
 
@@ -81,13 +82,41 @@ fn main() {
             .join(NVPTX_TARGET)
             .join("release")
             .join("fused_mh_kernel.ptx");
-        fs::copy(&ptx, out_dir.join(format!("fused_mh_kernel_{arch}.ptx")))
+        let text = fs::read_to_string(&ptx)
             .unwrap_or_else(|e| fail(&format!("the kernel build wrote no {}: {e}", ptx.display())));
+        let out = out_dir.join(format!("fused_mh_kernel_{arch}.ptx"));
+        fs::write(&out, limit_model_registers(&text))
+            .unwrap_or_else(|e| fail(&format!("could not write {}: {e}", out.display())));
     }
     println!("cargo::rustc-env=FUSED_MH_PTX_PORTABLE=fused_mh_kernel_{PORTABLE_ARCH}.ptx");
     println!("cargo::rustc-env=FUSED_MH_PTX_NEWER=fused_mh_kernel_{arch}.ptx");
     println!("cargo::rustc-env=FUSED_MH_PTX_PORTABLE_ARCH={PORTABLE_ARCH}");
     println!("cargo::rustc-env=FUSED_MH_PTX_NEWER_ARCH={arch}");
+}
+
+/// Registers a thread of a model kernel (`mh_model_steps_*`) may take: ptxas gives the
+/// logistic regression's 133 unbounded, which fits 3 blocks of 4 warps on an SM; at 80, 6 fit
+/// (as many as its shared slots allow), and the SM has twice the warps to hide the row loop's
+/// latencies with (`bench/NOTES.md`, issue 21, third part).
+const MODEL_MAX_REGISTERS: u32 = 80;
+
+/// `ptx` with a `.maxnreg` directive ([`MODEL_MAX_REGISTERS`]) after the parameter list of
+/// every model kernel's entry, the place PTX's performance-tuning directives go. rustc has no
+/// attribute for it; `nvcc`'s `__launch_bounds__` and `-maxrregcount` end up the same way.
+fn limit_model_registers(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 1024);
+    let mut in_model_params = false;
+    for line in ptx.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if line.starts_with(".visible .entry mh_model_steps_") {
+            in_model_params = true;
+        } else if in_model_params && line.starts_with(')') {
+            out.push_str(&format!(".maxnreg {MODEL_MAX_REGISTERS}\n"));
+            in_model_params = false;
+        }
+    }
+    out
 }
 
 /// Starts the nested build of the kernel crate for `-C target-cpu=arch`, in its own target

@@ -305,9 +305,15 @@ pub fn model_steps(kind: ModelKind, chains: usize, dim: usize, device: Device) -
     }
 }
 
-/// The warps' window sums added up (`mh_model_sums_reduce`): one thread per entry.
+/// The warps' window sums added up (`mh_model_sums_reduce`): a warp per entry.
 pub fn model_sums_reduce(dim: usize, device: Device) -> Launch {
-    elementwise("mh_model_sums_reduce", window_sums_len(dim) as u64, device)
+    let warps = window_sums_len(dim) as u64;
+    Launch {
+        entry: "mh_model_sums_reduce",
+        blocks: blocks_for(warps, THREADS_PER_BLOCK, device),
+        threads: THREADS_PER_BLOCK,
+        tile_rows: 0,
+    }
 }
 
 /// Philox of `n` (counter, key) pairs, one thread each (known-answer tests on the GPU).

@@ -12,11 +12,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 mod added_cost;
+mod model_kernel;
 mod repeated;
 mod table;
 mod timing;
 
 use added_cost::{AddedCost, diagnostics_cost, scales_cost};
+use model_kernel::{ModelKernelRow, model_kernel};
 use repeated::{FUSED_CASES, FusedRow, LaunchBound, fused, launch_bound};
 pub(crate) use timing::{Times, copy_bandwidth, time_each};
 
@@ -174,6 +176,7 @@ struct Report {
     fused: Vec<FusedRow>,
     diagnostics_cost: Option<AddedCost>,
     scales_cost: Option<AddedCost>,
+    model_kernel: Option<ModelKernelRow>,
 }
 
 /// Bytes a step must move at the least: x read, x_new written, a flag written per row, plus
@@ -251,6 +254,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         fused: Vec::new(),
         diagnostics_cost: None,
         scales_cost: None,
+        model_kernel: None,
     };
     if let Some(gpu) = &gpu {
         console::print(&format!(
@@ -306,6 +310,8 @@ pub fn run(args: BenchArgs) -> Result<()> {
             report.diagnostics_cost = Some(diagnostics_cost(gpu, &args)?);
             progress.set_message("per-dimension proposal scales");
             report.scales_cost = Some(scales_cost(gpu, &args)?);
+            progress.set_message("model kernel (logistic regression)");
+            report.model_kernel = Some(model_kernel(gpu, args.reps.min(10))?);
         }
     }
     progress.finish_and_clear();

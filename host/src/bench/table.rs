@@ -135,6 +135,19 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
             d,
         )?;
     }
+    if let Some(m) = &report.model_kernel {
+        writeln!(
+            out,
+            "model kernel, logistic regression ({} rows, 2 coefficients), {} chains x {} \
+             steps: {:.1} ms a call (median), SFU floor {:.1} ms: {:.0} % of the floor",
+            m.rows,
+            m.chains,
+            m.steps,
+            m.call.median_us * 1e-3,
+            m.floor_us * 1e-3,
+            100.0 * m.fraction_of_floor
+        )?;
+    }
     Ok(out)
 }
 

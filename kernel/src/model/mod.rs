@@ -89,14 +89,13 @@ pub trait Model {
 pub const DATA_LANES: usize = crate::layout::WARP_SIZE;
 
 /// One lane's rows of a row-major `[rows, width]` array: rows `first`, `first + DATA_LANES`,
-/// ... as slices, for [`Model::add_rows`]. Each row is taken by `get`, so the loop has no
-/// panicking bounds check, and advancing is one addition (the standard `step_by` over a
-/// `zip` of `chunks_exact` walks every skipped row on the GPU).
+/// ... as slices, for [`Model::add_rows`]. A row is taken by `get` and the rest moves on by a
+/// slice's `get`, so the loop has no panicking bounds check and no multiplication (the
+/// standard `step_by` over a `zip` of `chunks_exact` walks every skipped row on the GPU).
 #[derive(Clone, Debug)]
 pub struct LaneRows<'a> {
-    values: &'a [f32],
+    rest: &'a [f32],
     width: usize,
-    next: usize,
 }
 
 impl<'a> LaneRows<'a> {
@@ -104,9 +103,8 @@ impl<'a> LaneRows<'a> {
     #[inline(always)]
     pub fn new(values: &'a [f32], width: usize, first: usize) -> Self {
         Self {
-            values,
+            rest: values.get(first * width..).unwrap_or(&[]),
             width,
-            next: first,
         }
     }
 }
@@ -116,9 +114,8 @@ impl<'a> Iterator for LaneRows<'a> {
 
     #[inline(always)]
     fn next(&mut self) -> Option<&'a [f32]> {
-        let start = self.next * self.width;
-        let row = self.values.get(start..start + self.width)?;
-        self.next += DATA_LANES;
+        let row = self.rest.get(..self.width)?;
+        self.rest = self.rest.get(self.width * DATA_LANES..).unwrap_or(&[]);
         Some(row)
     }
 }
