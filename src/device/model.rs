@@ -24,7 +24,12 @@ impl Gpu {
     pub fn sample_model<M: Model + Copy>(&self, model: &M, run: &ModelRun) -> Result<ModelSample> {
         let dim = model.dim();
         let draws_len = run.check(dim)?;
-        let launch = dispatch::model_steps(M::KIND, run.chains, dim, self.device());
+        let entry = M::KIND.entry_point();
+        let resident_blocks = self
+            .function(entry)?
+            .occupancy_max_active_blocks_per_multiprocessor(dispatch::MODEL_THREADS, 0, None)?;
+        let launch =
+            dispatch::model_steps(M::KIND, run.chains, dim, self.device(), resident_blocks);
         let warps = launch.blocks as usize * launch.threads as usize / 32;
         let sums_len = window_sums_len(dim);
         let (image, arrays) = self.upload_model(model)?;

@@ -279,28 +279,39 @@ pub fn moments_merge(shape: Shape, device: Device) -> Launch {
     elementwise("mh_moments_merge", shape.len() as u64, device)
 }
 
-/// Warps per SM the model kernel is given at most (`gpu::model_steps`: a warp per chain,
-/// grid-stride over the chains): with its shared slots (5 KB a warp) about as many as fit.
-const MODEL_WARPS_PER_SM: u64 = 32;
-
 /// Device memory the model kernel's window sums may take (one region per warp), in bytes: long
 /// states get fewer warps.
 const MODEL_SUMS_BYTES: u64 = 256 << 20;
 
-/// The model kernel of `kind` for `chains` chains of `dim` parameters: a warp per chain, as
-/// many as the SMs hold well, and no more than fit their window sums in
-/// [`MODEL_SUMS_BYTES`] (at least one block).
-pub fn model_steps(kind: ModelKind, chains: usize, dim: usize, device: Device) -> Launch {
+/// Threads per block of the model kernel.
+pub const MODEL_THREADS: u32 = (MODEL_WARPS_PER_BLOCK * WARP_SIZE) as u32;
+
+/// The model kernel of `kind` for `chains` chains of `dim` parameters, on a device whose SMs
+/// each hold `resident_blocks` of its blocks at once (the driver's occupancy for the loaded
+/// kernel): a warp per chain at a time, each warp stepping `ceil(chains / resident warps)`
+/// chains one after another (grid-stride), and so no more warps than are needed for that. A
+/// grid of more warps than the SMs hold would run in waves, the last one a partial wave on
+/// idle SMs; this grid is one wave whose warps have equal shares to within a chain. No more
+/// warps than fit their window sums in [`MODEL_SUMS_BYTES`]; at least one block.
+pub fn model_steps(
+    kind: ModelKind,
+    chains: usize,
+    dim: usize,
+    device: Device,
+    resident_blocks: u32,
+) -> Launch {
     let region = 8 * window_sums_len(dim) as u64;
     let per_block = MODEL_WARPS_PER_BLOCK as u64;
-    let warps = (chains as u64)
-        .min(device.sms as u64 * MODEL_WARPS_PER_SM)
+    let resident = (device.sms as u64 * u64::from(resident_blocks) * per_block)
         .min(MODEL_SUMS_BYTES / region)
         .max(per_block);
+    let chains = (chains as u64).max(1);
+    let chains_per_warp = chains.div_ceil(resident);
+    let warps = chains.div_ceil(chains_per_warp).max(per_block);
     Launch {
         entry: kind.entry_point(),
         blocks: warps.div_ceil(per_block) as u32,
-        threads: (per_block * WARP_SIZE as u64) as u32,
+        threads: MODEL_THREADS,
         tile_rows: 0,
     }
 }

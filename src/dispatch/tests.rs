@@ -144,6 +144,24 @@ fn fused_kernels_hold_rows_up_to_1024() {
     assert_eq!(long(1025, true), "mh_run_step_scaled");
 }
 
+/// The model kernel's grid is one wave of warps with equal shares of the chains: 16384 chains
+/// on 132 SMs of 6 resident blocks (3168 warps) take 6 chains a warp, so 2731 warps (683
+/// blocks, not the 792 that would leave some warps 5 chains and others 6 with more blocks
+/// than the SMs hold); few chains take a warp each; the window sums cap long states.
+#[test]
+fn model_grids_are_one_balanced_wave() {
+    let kind = ModelKind::LogisticRegression;
+    let blocks = |chains, dim, resident| model_steps(kind, chains, dim, H200, resident).blocks;
+    assert_eq!(blocks(16384, 2, 6), 2731u32.div_ceil(4));
+    assert!(blocks(16384, 2, 6) <= 132 * 6);
+    assert_eq!(blocks(3168, 2, 6), 792);
+    assert_eq!(blocks(100, 2, 6), 25);
+    assert_eq!(blocks(1, 2, 6), 1);
+    // dim 256: 8 * (256 + 2 * 256^2) bytes a region, 255 regions in 256 MiB: 64 blocks.
+    assert_eq!(blocks(16384, 256, 6), 64);
+    assert_eq!(model_steps(kind, 16384, 2, H200, 6).threads, 128);
+}
+
 /// Every exported name the dispatch can lead to, for a device with or without the staged
 /// steps: a target kernel's name for every target (through the kernel crate's table).
 fn every_name(staged: bool) -> BTreeSet<&'static str> {
@@ -185,7 +203,7 @@ fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
     }
     names.insert(philox_many(1, device).entry);
     for &kind in ModelKind::ALL {
-        names.insert(model_steps(kind, 1024, 8, device).entry);
+        names.insert(model_steps(kind, 1024, 8, device, 6).entry);
     }
     names.insert(model_sums_reduce(8, device).entry);
     names.extend(LESSONS.iter().chain([&FUSED_LESSON]).flat_map(|l| l.entries));

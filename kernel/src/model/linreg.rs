@@ -27,7 +27,8 @@
 //! `N` partial values of a *single* state's `-2 log pi`, of order `N`, is never formed.
 
 use super::priors::{Packed, add_scale_terms};
-use super::{Array, CoefficientPrior, LaneRows, Model, ModelKind, ScalePrior, lane_values};
+use super::row_groups::fold_lane_rows;
+use super::{Array, CoefficientPrior, Model, ModelKind, ScalePrior};
 use crate::math::{self, exp};
 use crate::target::Invalid;
 
@@ -146,32 +147,12 @@ pub(crate) fn check_design(
     Ok(packed)
 }
 
-/// A data row's fit `X_n . beta_x` and its move `X_n . (beta_p - beta_x)` for state
-/// coefficients `beta_x` and proposed ones `beta_p`, by fused multiply-adds in column order
-/// (the linear and the logistic regression's rows).
+/// `sum` plus a data row's share of `-2 log alpha`, from its observation `y`, its fit
+/// `X_n . beta_x` and its move `d = X_n . (beta_p - beta_x)`
+/// ([`super::row_groups::fold_lane_rows`]), and `(a, b) = (1 / sigma_p, 1 / sigma_x)` (see the
+/// module documentation).
 #[inline(always)]
-pub(crate) fn fit_and_move(x_row: &[f32], beta_x: &[f32], beta_p: &[f32]) -> (f32, f32) {
-    let (mut fit, mut d) = (0.0f32, 0.0f32);
-    // An index loop bounded by the shortest: no bounds check is left in it.
-    let k = x_row.len().min(beta_x.len()).min(beta_p.len());
-    for j in 0..k {
-        fit = math::fma(x_row[j], beta_x[j], fit);
-        d = math::fma(x_row[j], beta_p[j] - beta_x[j], d);
-    }
-    (fit, d)
-}
-
-/// `sum` plus data row `x_row`'s (observation `y`'s) share of `-2 log alpha`: state
-/// coefficients `beta_x`, proposed ones `beta_p`, and `(a, b) = (1 / sigma_p, 1 / sigma_x)`
-/// (see the module documentation).
-#[inline(always)]
-pub fn add_row_term(
-    sum: f32,
-    (x_row, y): (&[f32], f32),
-    (beta_x, beta_p): (&[f32], &[f32]),
-    (a, b): (f32, f32),
-) -> f32 {
-    let (fit, d) = fit_and_move(x_row, beta_x, beta_p);
+pub fn add_row_term(sum: f32, (fit, d, y): (f32, f32, f32), (a, b): (f32, f32)) -> f32 {
     let r = y - fit;
     let z_x = b * r;
     let dz = math::fma(a - b, r, -(a * d));
@@ -201,11 +182,9 @@ impl Model for LinearRegression<'_> {
 
     #[inline(always)]
     fn add_rows(&self, sum: f32, first: usize, x: &[f32], p: &[f32], m: &ScaleMove) -> f32 {
-        let k = self.k;
-        let (beta_x, beta_p) = (&x[..k], &p[..k]);
-        let rows = LaneRows::new(self.x.get(), k, first).zip(lane_values(self.y.get(), first));
-        rows.fold(sum, |sum, (row, y)| {
-            add_row_term(sum, (row, y), (beta_x, beta_p), m.inverse)
+        let data = (self.x.get(), self.y.get(), self.k);
+        fold_lane_rows(data, first, (x, p), sum, |sum, fit, d, y| {
+            add_row_term(sum, (fit, d, y), m.inverse)
         })
     }
 

@@ -5,7 +5,7 @@
 //!
 //! With `s = 1 - 2 y` (+1 for a 0, -1 for a 1) and `eta = X_n . beta`, a row's `-log` likelihood
 //! is `softplus(s eta)`, `softplus(z) = ln(1 + e^z)`. A proposal moves the row's log-odds by
-//! `d = X_n . (beta_p - beta_x)` (from the coefficients' move, as the linear regression's fit),
+//! `d = X_n . (beta_p - beta_x)` (from the coefficients' move, [`super::row_groups`]),
 //! and the row adds
 //!
 //! ```text
@@ -32,9 +32,10 @@
 //! threshold (`tests/gpu_models.rs` compares them), and the sampled distribution differs from
 //! the exact one by far less than the Monte Carlo error of any run (the posteriordb tests).
 
-use super::linreg::{MAX_COEFFICIENTS, RegressionError, check_design, fit_and_move};
+use super::linreg::{MAX_COEFFICIENTS, RegressionError, check_design};
 use super::priors::Packed;
-use super::{Array, CoefficientPrior, LaneRows, Model, ModelKind, lane_values};
+use super::row_groups::fold_lane_rows;
+use super::{Array, CoefficientPrior, Model, ModelKind};
 use crate::math::{self, exp2, log2, recip};
 use core::f32::consts::{LN_2, LOG2_E};
 
@@ -90,15 +91,11 @@ impl<'a> LogisticRegression<'a> {
     }
 }
 
-/// `sum` plus data row `x_row`'s (outcome `y`'s) share of `-2 log alpha`, state coefficients
-/// `beta_x` and proposed ones `beta_p` (see the module documentation).
+/// `sum` plus a data row's share of `-2 log alpha`, from its outcome `y`, its log-odds
+/// `eta = X_n . beta_x` and their move `d = X_n . (beta_p - beta_x)`
+/// ([`super::row_groups::fold_lane_rows`]; see the module documentation).
 #[inline(always)]
-pub fn add_row_term(
-    sum: f32,
-    (x_row, y): (&[f32], f32),
-    (beta_x, beta_p): (&[f32], &[f32]),
-) -> f32 {
-    let (eta, d) = fit_and_move(x_row, beta_x, beta_p);
+pub fn add_row_term(sum: f32, (eta, d, y): (f32, f32, f32)) -> f32 {
     let s = math::fma(-2.0, y, 1.0);
     let (a, sd) = (s * eta, s * d);
     let term = if sd.abs() <= 1.0 {
@@ -122,11 +119,9 @@ impl Model for LogisticRegression<'_> {
 
     #[inline(always)]
     fn add_rows(&self, sum: f32, first: usize, x: &[f32], p: &[f32], _: &()) -> f32 {
-        let k = self.k;
-        let (beta_x, beta_p) = (&x[..k], &p[..k]);
-        let rows = LaneRows::new(self.x.get(), k, first).zip(lane_values(self.y.get(), first));
-        rows.fold(sum, |sum, (row, y)| {
-            add_row_term(sum, (row, y), (beta_x, beta_p))
+        let data = (self.x.get(), self.y.get(), self.k);
+        fold_lane_rows(data, first, (x, p), sum, |sum, eta, d, y| {
+            add_row_term(sum, (eta, d, y))
         })
     }
 

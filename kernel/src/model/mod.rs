@@ -34,6 +34,7 @@ pub mod hier_normal;
 pub mod linreg;
 pub mod logreg;
 pub mod priors;
+pub mod row_groups;
 
 pub use dense_gaussian::{DenseGaussian, DenseGaussianError, Factor, whitening};
 pub use hier_normal::HierarchicalNormal;
@@ -59,8 +60,9 @@ pub trait Model {
     fn prepare(&self, x: &[f32], p: &[f32]) -> Self::Move;
 
     /// `sum` plus the shares of `-2 log alpha` of data rows `first`, `first + DATA_LANES`, ...
-    /// (one lane's rows), added in that order. Each model walks its rows with iterators, which
-    /// carry no bounds checks into the loop and read the model's fields once.
+    /// (one lane's rows), added in that order. The regressions walk their rows in groups
+    /// ([`row_groups`]), the others with [`LaneRows`]: no bounds check is left in the loop and
+    /// the model's fields are read once.
     fn add_rows(&self, sum: f32, first: usize, x: &[f32], p: &[f32], m: &Self::Move) -> f32;
 
     /// `-2 log alpha` from the rows' total `data`: plus the priors' and the Jacobians' terms.
