@@ -5,12 +5,16 @@
 use std::process::ExitCode;
 
 use fused_mh::Gpu;
-use fused_mh::kernel::model::{DenseGaussian, Factor, Model, whitening};
+use fused_mh::kernel::model::{
+    CoefficientPrior, DenseGaussian, Factor, LinearRegression, LogisticRegression, Model,
+    ScalePrior, whitening,
+};
 use fused_mh::model_run::{ModelRun, ModelSample};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 mod support;
 
+use rand::Rng;
 use support::posteriordb::{Machine, Posterior, SETTINGS, coordinate};
 
 /// The full-size run every posterior gets on the GPU: the shared settings (16384 chains).
@@ -121,6 +125,66 @@ fn dense_gaussian_is_exact() -> Result<(), Failed> {
     Ok(())
 }
 
+/// A regression of `k` columns on 777 rows (a count that leaves the lanes different remainders
+/// after their groups of rows), its data drawn from a seeded generator: covariates in
+/// [-1, 1] with an intercept, coefficients in [-1, 1], outcomes from the model. Normal(0, 5)
+/// priors, so the posterior is proper for any draw.
+fn synthetic_data(k: usize, logistic: bool) -> (Vec<f32>, Vec<f32>) {
+    let mut r = support::problems::rng(k as u64);
+    let rows = 777;
+    let beta: Vec<f32> = (0..k).map(|_| r.random_range(-1.0..1.0)).collect();
+    let x: Vec<f32> = (0..rows * k)
+        .map(|e| {
+            if e % k == 0 {
+                1.0
+            } else {
+                r.random_range(-1.0..1.0)
+            }
+        })
+        .collect();
+    let y = x
+        .chunks_exact(k)
+        .map(|row| {
+            let eta: f32 = row.iter().zip(&beta).map(|(a, b)| a * b).sum();
+            match logistic {
+                true => f32::from(r.random::<f32>() < 1.0 / (1.0 + (-eta).exp())),
+                false => eta + 0.5 * r.random_range(-1.0f32..1.0),
+            }
+        })
+        .collect();
+    (x, y)
+}
+
+/// A synthetic regression's short run on both machines: `k` from the loops compiled for their
+/// column count (3) and the general one (12, over `FIXED_COLUMNS`).
+fn regression_matches_cpu(k: usize, logistic: bool) -> Result<(), Failed> {
+    let (x, y) = synthetic_data(k, logistic);
+    let prior = vec![
+        CoefficientPrior::Normal {
+            loc: 0.0,
+            scale: 5.0
+        };
+        k
+    ];
+    let gpu = Gpu::open(0)?;
+    let bad = |e| format!("{e:?}");
+    let (on_gpu, on_cpu) = if logistic {
+        let model = LogisticRegression::new(&x, &y, k, &prior).map_err(bad)?;
+        (
+            gpu.sample_model(&model, &SHORT)?,
+            fused_mh::cpu::sample_model(&model, &SHORT)?,
+        )
+    } else {
+        let sigma = ScalePrior::HalfNormal { scale: 2.0 };
+        let model = LinearRegression::new(&x, &y, k, &prior, sigma).map_err(bad)?;
+        (
+            gpu.sample_model(&model, &SHORT)?,
+            fused_mh::cpu::sample_model(&model, &SHORT)?,
+        )
+    };
+    compare(&on_gpu, &on_cpu, SHORT.chains)
+}
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let gpu_present = support::gpu_present("GPU model tests");
@@ -137,6 +201,13 @@ fn main() -> ExitCode {
             Box::new(dense_gaussian_is_exact),
         ),
     ];
+    for (k, logistic) in [(3, false), (12, false), (3, true), (12, true)] {
+        let name = if logistic { "logreg" } else { "linreg" };
+        trials.push(gpu_test(
+            format!("regression_matches_cpu::{name}_k{k}"),
+            Box::new(move || regression_matches_cpu(k, logistic)),
+        ));
+    }
     for posterior in Posterior::ALL {
         trials.push(gpu_test(
             format!("matches_cpu::{}", posterior.name()),
