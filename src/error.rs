@@ -103,6 +103,14 @@ pub enum Error {
     /// A run plan that cannot run (no steps per launch, a thinning longer than the run).
     #[error("invalid run: {0}")]
     InvalidRun(String),
+    /// A model's input that cannot be used ([`crate::model_inputs`]): which, and why.
+    #[error("{}: {why}", input.name())]
+    BadModelInput {
+        /// The input.
+        input: crate::model_inputs::Input,
+        /// Why (without the input's name).
+        why: String,
+    },
     /// A callback of a run returned an error, and the run stopped (the callback's owner knows
     /// why: a trace file that could not be written, an interrupted job).
     #[error("the run was stopped by its caller")]

@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use fused_mh::kernel::model::{CoefficientPrior, ScalePrior};
 use fused_mh::model_run::Preconditioning;
 
 /// The model with data to sample.
@@ -167,77 +166,4 @@ impl SampleArgs {
             .to_possible_value()
             .map_or_else(String::new, |v| v.get_name().to_string())
     }
-}
-
-/// The numbers after `NAME:` in a prior (`option` names the flag in messages).
-fn numbers(option: &str, text: &str, params: &str, count: usize) -> Result<Vec<f32>> {
-    let values: Vec<f32> = text
-        .split(',')
-        .map(|v| v.trim().parse::<f32>())
-        .collect::<std::result::Result<_, _>>()
-        .map_err(|_| anyhow::anyhow!("{option} {text:?}: expected {params}, numbers"))?;
-    if values.len() != count {
-        bail!("{option} {text:?}: expected {count} numbers ({params})");
-    }
-    Ok(values)
-}
-
-/// One coefficient prior: `flat`, `normal:LOC,SCALE` or `student-t:DF,LOC,SCALE`.
-pub fn coefficient_prior(option: &str, text: &str) -> Result<CoefficientPrior> {
-    let (name, rest) = text.split_once(':').unwrap_or((text, ""));
-    Ok(match name.trim() {
-        "flat" if rest.is_empty() => CoefficientPrior::Flat,
-        "normal" => {
-            let v = numbers(option, rest, "LOC,SCALE", 2)?;
-            CoefficientPrior::Normal {
-                loc: v[0],
-                scale: v[1],
-            }
-        }
-        "student-t" => {
-            let v = numbers(option, rest, "DF,LOC,SCALE", 3)?;
-            CoefficientPrior::StudentT {
-                df: v[0],
-                loc: v[1],
-                scale: v[2],
-            }
-        }
-        _ => bail!("{option} {text:?}: expected flat, normal:LOC,SCALE or student-t:DF,LOC,SCALE"),
-    })
-}
-
-/// `k` coefficient priors: one for all, or `k` separated by `;`.
-pub fn coefficient_priors(option: &str, text: &str, k: usize) -> Result<Vec<CoefficientPrior>> {
-    let parts: Vec<&str> = text.split(';').collect();
-    match parts.len() {
-        1 => Ok(vec![coefficient_prior(option, text)?; k]),
-        n if n == k => parts.iter().map(|p| coefficient_prior(option, p)).collect(),
-        n => bail!("{option}: {n} priors for {k} coefficients (give one, or one per column)"),
-    }
-}
-
-/// A scale prior: `flat`, `half-normal:SCALE`, `half-cauchy:SCALE` or `half-t:DF,SCALE`.
-pub fn scale_prior(option: &str, text: &str) -> Result<ScalePrior> {
-    let (name, rest) = text.split_once(':').unwrap_or((text, ""));
-    Ok(match name.trim() {
-        "flat" if rest.is_empty() => ScalePrior::Flat,
-        "half-normal" => ScalePrior::HalfNormal {
-            scale: numbers(option, rest, "SCALE", 1)?[0],
-        },
-        "half-cauchy" => ScalePrior::HalfStudentT {
-            df: 1.0,
-            scale: numbers(option, rest, "SCALE", 1)?[0],
-        },
-        "half-t" => {
-            let v = numbers(option, rest, "DF,SCALE", 2)?;
-            ScalePrior::HalfStudentT {
-                df: v[0],
-                scale: v[1],
-            }
-        }
-        _ => bail!(
-            "{option} {text:?}: expected flat, half-normal:SCALE, half-cauchy:SCALE or \
-             half-t:DF,SCALE"
-        ),
-    })
 }

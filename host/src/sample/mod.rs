@@ -18,16 +18,14 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow, bail};
-use fused_mh::kernel::model::{
-    DenseGaussian, DenseGaussianError, Factor, HierarchicalNormal, LinearRegression,
-    LogisticRegression, Model, RegressionError, whitening,
-};
+use fused_mh::kernel::model::Factor;
+use fused_mh::model_inputs::{Matrix, ModelInputs};
 use fused_mh::model_run::{ModelRun, ModelSample};
-use fused_mh::{Gpu, cpu};
+use fused_mh::{Error, Gpu};
 use serde_json::json;
 
+use args::ModelName;
 pub use args::SampleArgs;
-use args::{ModelName, coefficient_prior, coefficient_priors, scale_prior};
 
 use crate::npy;
 use crate::outdir::OutputDir;
@@ -148,155 +146,69 @@ fn read(option: &str, path: &Option<std::path::PathBuf>, dims: usize) -> Result<
     Ok(array)
 }
 
-/// Builds the model from the options and runs it: the draws and the parameters' names.
+/// Builds the model from the options and runs it (`fused_mh::model_inputs`): the draws and
+/// the parameters' names. A refused input is reported by its flag.
 fn sample_model(
     args: &SampleArgs,
     run: &ModelRun,
     gpu: Option<&Gpu>,
 ) -> Result<(ModelSample, Vec<String>)> {
-    fn go<M: Model + Copy + Sync>(
-        model: &M,
-        run: &ModelRun,
-        gpu: Option<&Gpu>,
-    ) -> Result<ModelSample> {
-        Ok(match gpu {
-            Some(gpu) => gpu.sample_model(model, run)?,
-            None => cpu::sample_model(model, run)?,
-        })
-    }
-    let betas = |k: usize| (1..=k).map(|j| format!("beta[{j}]")).collect::<Vec<_>>();
-    match args.model {
+    let (x, y, se, mean);
+    let inputs = match args.model {
         ModelName::Linreg | ModelName::Logreg => {
-            let (x, y) = (read("--x", &args.x, 2)?, read("--y", &args.y, 1)?);
-            let (n, k) = (x.shape[0], x.shape[1]);
-            if y.shape[0] != n {
-                bail!("--x has {n} rows but --y has {} values", y.shape[0]);
-            }
-            let priors = coefficient_priors("--beta-prior", &args.beta_prior, k)?;
-            let why = |e| regression_error(e, k);
+            (x, y) = (read("--x", &args.x, 2)?, read("--y", &args.y, 1)?);
             if args.model == ModelName::Linreg {
-                let sigma = scale_prior("--sigma-prior", &args.sigma_prior)?;
-                let model =
-                    LinearRegression::new(&x.data, &y.data, k, &priors, sigma).map_err(why)?;
-                let mut names = betas(k);
-                names.push("sigma".into());
-                Ok((go(&model, run, gpu)?, names))
+                ModelInputs::LinearRegression {
+                    x: matrix(&x),
+                    y: &y.data,
+                    beta_prior: &args.beta_prior,
+                    sigma_prior: &args.sigma_prior,
+                }
             } else {
-                let model = LogisticRegression::new(&x.data, &y.data, k, &priors).map_err(why)?;
-                Ok((go(&model, run, gpu)?, betas(k)))
+                ModelInputs::LogisticRegression {
+                    x: matrix(&x),
+                    y: &y.data,
+                    beta_prior: &args.beta_prior,
+                }
             }
         }
         ModelName::HierNormal => {
-            let (y, se) = (read("--y", &args.y, 1)?, read("--se", &args.se, 1)?);
-            if se.shape != y.shape {
-                bail!(
-                    "--se has {} values for {} groups in --y",
-                    se.shape[0],
-                    y.shape[0]
-                );
+            (y, se) = (read("--y", &args.y, 1)?, read("--se", &args.se, 1)?);
+            ModelInputs::HierarchicalNormal {
+                y: &y.data,
+                se: &se.data,
+                mu_prior: &args.mu_prior,
+                tau_prior: &args.tau_prior,
             }
-            let mu = coefficient_prior("--mu-prior", &args.mu_prior)?;
-            let tau = scale_prior("--tau-prior", &args.tau_prior)?;
-            let model =
-                HierarchicalNormal::new(&y.data, &se.data, mu, tau).map_err(|e| match e {
-                    RegressionError::Prior {
-                        index: Some(_),
-                        invalid,
-                    } => anyhow!("--mu-prior: {} {}", param_name(invalid.param), invalid.why),
-                    RegressionError::Prior {
-                        index: None,
-                        invalid,
-                    } => anyhow!("--tau-prior: {} {}", param_name(invalid.param), invalid.why),
-                    RegressionError::StandardError { index } => anyhow!(
-                        "--se: se[{index}] = {} must be a finite number > 0",
-                        se.data[index]
-                    ),
-                    RegressionError::NonFinite { index, .. } => {
-                        anyhow!("--y: y[{index}] is not finite")
-                    }
-                    RegressionError::Shape => anyhow!("--y: between 1 and 254 groups"),
-                })?;
-            let j = y.shape[0];
-            let mut names: Vec<String> = (1..=j).map(|i| format!("theta[{i}]")).collect();
-            names.extend(["mu".into(), "tau".into()]);
-            Ok((go(&model, run, gpu)?, names))
         }
         ModelName::DenseGaussian => {
-            let mean = read("--mean", &args.mean, 1)?;
             let (option, path, of) = match (&args.cov_factor, &args.prec_factor) {
                 (Some(_), _) => ("--cov-factor", &args.cov_factor, Factor::Covariance),
                 (None, Some(_)) => ("--prec-factor", &args.prec_factor, Factor::Precision),
                 (None, None) => bail!("--model dense-gaussian needs --cov-factor or --prec-factor"),
             };
-            let factor = read(option, path, 2)?;
-            let dim = mean.shape[0];
-            if factor.shape != [dim, dim] {
-                bail!(
-                    "{option}: shape {:?}, expected [{dim}, {dim}] (as --mean)",
-                    factor.shape
-                );
+            (mean, x) = (read("--mean", &args.mean, 1)?, read(option, path, 2)?);
+            ModelInputs::DenseGaussian {
+                mean: &mean.data,
+                factor: matrix(&x),
+                of,
             }
-            let mut w = vec![0.0f32; dim * dim];
-            let why = |e: DenseGaussianError| match e {
-                DenseGaussianError::Shape => anyhow!("--mean: between 1 and 128 values"),
-                DenseGaussianError::NonFinite {
-                    in_mean: true,
-                    index,
-                } => anyhow!("--mean: element {index} is not finite"),
-                DenseGaussianError::NonFinite { index, .. } => anyhow!(
-                    "{option}: element [{}, {}] is not finite",
-                    index / dim,
-                    index % dim
-                ),
-                DenseGaussianError::NotPositiveDiagonal { index } => {
-                    anyhow!("{option}: diagonal element [{index}, {index}] must be > 0")
-                }
-            };
-            whitening(&factor.data, of, &mut w).map_err(why)?;
-            let model = DenseGaussian::new(&mean.data, &w).map_err(why)?;
-            let names = (1..=dim).map(|i| format!("x[{i}]")).collect();
-            Ok((go(&model, run, gpu)?, names))
         }
+    };
+    match inputs.sample(run, gpu) {
+        Ok(named) => Ok((named.sample, named.names)),
+        Err(Error::BadModelInput { input, why }) => {
+            bail!("--{}: {why}", input.name().replace('_', "-"))
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
-/// A prior parameter's name by its index (0 loc, 1 scale, 2 df).
-fn param_name(param: usize) -> &'static str {
-    ["loc", "scale", "df"]
-        .get(param)
-        .copied()
-        .unwrap_or("a parameter")
-}
-
-/// A regression's refusal, naming the flag.
-fn regression_error(e: RegressionError, k: usize) -> anyhow::Error {
-    match e {
-        RegressionError::Shape => anyhow!("--x: between 1 and 64 columns and at least one row"),
-        RegressionError::NonFinite { in_x: true, index } => {
-            anyhow!("--x: element [{}, {}] is not finite", index / k, index % k)
-        }
-        RegressionError::NonFinite { index, .. } => {
-            anyhow!("--y: element {index} is not finite (or, for logreg, not 0 or 1)")
-        }
-        RegressionError::StandardError { index } => anyhow!("standard error {index}"),
-        RegressionError::Prior {
-            index: Some(j),
-            invalid,
-        } => anyhow!(
-            "--beta-prior (coefficient {}): {} {}",
-            j + 1,
-            param_name(invalid.param),
-            invalid.why
-        ),
-        RegressionError::Prior {
-            index: None,
-            invalid,
-        } => {
-            anyhow!(
-                "--sigma-prior: {} {}",
-                param_name(invalid.param),
-                invalid.why
-            )
-        }
+/// A two-dimensional `.npy` array as a matrix.
+fn matrix(a: &npy::Array) -> Matrix<'_> {
+    Matrix {
+        data: &a.data,
+        rows: a.shape[0],
+        cols: a.shape[1],
     }
 }
