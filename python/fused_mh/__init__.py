@@ -7,9 +7,18 @@ PyTorch on the caller's current stream).
     x_new, accepted = model(x)                       # x: [B, 64] float32
 
 `step`, `step_with_noise` and `run` are the functions under it (see their docs).
+
+Models with data (regressions, the hierarchical normal, the dense Gaussian) are sampled by
+`sample`, as `host sample` samples them:
+
+    post = fused_mh.sample(fused_mh.LogisticRegression(X, y), device="cuda")
+    post.summary()["beta[1]"]
 """
 
 from ._functions import run, step, step_with_noise
 from ._model import Model
+from ._models import (DenseGaussian, HierarchicalNormal, LinearRegression, LogisticRegression,
+                      Posterior, sample)
 
-__all__ = ["Model", "run", "step", "step_with_noise"]
+__all__ = ["DenseGaussian", "HierarchicalNormal", "LinearRegression", "LogisticRegression",
+           "Model", "Posterior", "run", "sample", "step", "step_with_noise"]

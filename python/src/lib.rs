@@ -6,6 +6,9 @@
 //! - [`gpu`]: CUDA tensors handed over by DLPack, stepped in place by the library's kernels on
 //!   the caller's stream ([`dlpack`]: the checks on what is lent, and the arrays lent out).
 //!
+//! [`models`]: the models with data (regressions, the hierarchical normal, the dense Gaussian),
+//! sampled on either machine from NumPy arrays.
+//!
 //! [`diagnostics`] gives both the diagnostics of a run as `host run` reports them.
 //!
 //! Every error of the library becomes a Python exception carrying its message ([`errors`]).
@@ -18,6 +21,7 @@ mod dlpack;
 mod errors;
 mod gpu;
 mod interrupts;
+mod models;
 mod targets;
 
 /// The module: its functions and classes.
@@ -27,6 +31,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cpu::step_with_noise, m)?)?;
     m.add_function(wrap_pyfunction!(cpu::run, m)?)?;
     m.add_function(wrap_pyfunction!(targets::target_params, m)?)?;
+    m.add_function(wrap_pyfunction!(models::sample_model, m)?)?;
     m.add_class::<gpu::Device>()?;
     m.add_class::<gpu::Target>()?;
     m.add_class::<dlpack::Exported>()?;

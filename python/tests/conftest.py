@@ -55,9 +55,11 @@ def same_bits(a, b):
     return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a.view(np.uint8), b.view(np.uint8))
 
 
-def readme_example(n):
-    """The README's `n`-th ```python block (0: PyTorch, 1: NumPy), so the tests run what the
-    README shows."""
+def readme_example(marker):
+    """The README's ```python block that contains `marker` (its first line, say), so the tests
+    run what the README shows."""
     text = (ROOT / "README.md").read_text()
     blocks = [b.split("```", 1)[0] for b in text.split("```python\n")[1:]]
-    return blocks[n]
+    found = [b for b in blocks if marker in b]
+    assert len(found) == 1, f"{len(found)} README examples contain {marker!r}"
+    return found[0]

@@ -1,0 +1,167 @@
+"""Models with data, and `sample`: the library's model runs (`host sample`'s, with the same
+options and the same draws for the same seed) from Python.
+
+    import fused_mh
+    model = fused_mh.LinearRegression(X, y, beta_prior="normal:0,10",
+                                      sigma_prior="half-normal:10")
+    post = fused_mh.sample(model, chains=8192, device="cuda")   # or device="cpu"
+    post.draws          # [chain, draw, param] float32, ArviZ's order
+    post.names          # ["beta[1]", ..., "sigma"]
+    post.summary()      # {name: {mean, sd, q05, q50, q95, nested_rhat, ess}}
+
+The data may be NumPy arrays, lists, PyTorch tensors (CPU or CUDA) or JAX arrays: they are
+copied to the host as float32 (float64 converted, as `host sample` converts its `.npy` files)
+and uploaded to the GPU once per run. Priors are text, as `host sample`'s flags: a
+coefficient (and the hierarchical mean) `flat`, `normal:LOC,SCALE` or `student-t:DF,LOC,SCALE`
+(one for every coefficient, or a list of one per column); a scale (`sigma`, `tau`) `flat`,
+`half-normal:SCALE`, `half-cauchy:SCALE` or `half-t:DF,SCALE`. A bad input raises
+`ValueError` naming it, when `sample` checks the model.
+"""
+
+import numpy as np
+
+from . import _native
+from ._arrays import is_torch_tensor
+
+
+def _data(name, a, ndim):
+    """`a` as a C-contiguous float32 NumPy array of `ndim` dimensions."""
+    if is_torch_tensor(a):
+        a = a.detach().cpu().numpy()
+    a = np.asarray(a)
+    if a.dtype.kind not in "fiub":
+        raise TypeError(f"{name} has dtype {a.dtype}: expected real numbers")
+    if a.ndim != ndim:
+        raise ValueError(f"{name} has shape {a.shape}: expected {ndim} dimensions")
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+def _priors(name, prior):
+    """A prior's text, or a list of them (one per coefficient) joined as `host sample` takes
+    them."""
+    if isinstance(prior, str):
+        return prior
+    if isinstance(prior, (list, tuple)) and all(isinstance(p, str) for p in prior):
+        return ";".join(prior)
+    raise TypeError(f"{name} = {prior!r}: expected a prior's text or a list of them")
+
+
+class LinearRegression:
+    """`y ~ normal(X beta, sigma)`: `x[N, K]` (the columns as given: add a column of ones for
+    an intercept), `y[N]`. Parameters `beta[1..K]` and `sigma` (sampled as log sigma)."""
+
+    kind = "linreg"
+
+    def __init__(self, x, y, *, beta_prior="flat", sigma_prior="flat"):
+        self.arrays = {"x": _data("x", x, 2), "y": _data("y", y, 1)}
+        self.priors = {"beta_prior": _priors("beta_prior", beta_prior),
+                       "sigma_prior": _priors("sigma_prior", sigma_prior)}
+
+    def __repr__(self):
+        n, k = self.arrays["x"].shape
+        return f"LinearRegression({n} rows, {k} columns, {self.priors})"
+
+
+class LogisticRegression:
+    """`y ~ Bernoulli(logit^-1(X beta))`: `x[N, K]`, `y[N]` of 0 and 1. Parameters
+    `beta[1..K]`."""
+
+    kind = "logreg"
+
+    def __init__(self, x, y, *, beta_prior="flat"):
+        self.arrays = {"x": _data("x", x, 2), "y": _data("y", y, 1)}
+        self.priors = {"beta_prior": _priors("beta_prior", beta_prior)}
+
+    def __repr__(self):
+        n, k = self.arrays["x"].shape
+        return f"LogisticRegression({n} rows, {k} columns, {self.priors})"
+
+
+class HierarchicalNormal:
+    """The non-centred hierarchical normal model (eight schools): `y[J]` the groups'
+    estimates, `se[J]` their standard errors; `theta_j = mu + tau theta~_j`. Parameters
+    `theta[1..J]`, `mu` and `tau` (sampled as log tau)."""
+
+    kind = "hier-normal"
+
+    def __init__(self, y, se, *, mu_prior="normal:0,5", tau_prior="half-cauchy:5"):
+        self.arrays = {"y": _data("y", y, 1), "se": _data("se", se, 1)}
+        self.priors = {"mu_prior": _priors("mu_prior", mu_prior),
+                       "tau_prior": _priors("tau_prior", tau_prior)}
+
+    def __repr__(self):
+        return f"HierarchicalNormal({len(self.arrays['y'])} groups, {self.priors})"
+
+
+class DenseGaussian:
+    """`N(mean, Sigma)`: `mean[dim]` and the lower Cholesky factor of `Sigma` (`cov_factor`)
+    or of its inverse (`prec_factor`), `[dim, dim]`. Parameters `x[1..dim]`."""
+
+    kind = "dense-gaussian"
+
+    def __init__(self, mean, *, cov_factor=None, prec_factor=None):
+        if (cov_factor is None) == (prec_factor is None):
+            raise ValueError("give one of cov_factor and prec_factor")
+        name, factor = (("cov_factor", cov_factor) if cov_factor is not None
+                        else ("prec_factor", prec_factor))
+        self.arrays = {"mean": _data("mean", mean, 1), name: _data(name, factor, 2)}
+        self.priors = {}
+
+    def __repr__(self):
+        return f"DenseGaussian(dim {len(self.arrays['mean'])})"
+
+
+class Posterior:
+    """A model run's draws and diagnostics (see `sample`)."""
+
+    def __init__(self, result, superchain_size):
+        self.draws = result["draws"]
+        self.names = list(result["names"])
+        self.acceptance = result["acceptance"]
+        self.step_size = result["step_size"]
+        self.factor = result["factor"]
+        self.nested_rhat = result["nested_rhat"]
+        self.ess = result["ess"]
+        self.superchain_size = superchain_size
+        self.converged = bool(np.all(self.nested_rhat < 1.01))
+
+    def __getitem__(self, name):
+        """The draws `[chain, draw]` of parameter `name`."""
+        return self.draws[:, :, self.names.index(name)]
+
+    def summary(self):
+        """Per parameter: mean, sd, the 5/50/95 % quantiles (the kept values sorted, the one at
+        `round(p (n - 1))`, as `host sample`'s summary.json), nested R-hat and ESS."""
+        out = {}
+        for d, name in enumerate(self.names):
+            v = np.sort(self.draws[:, :, d].astype(np.float64).ravel())
+            q = lambda p: v[min(int(round(p * (len(v) - 1))), len(v) - 1)]  # noqa: E731
+            out[name] = {"mean": float(v.mean()), "sd": float(v.std(ddof=1)),
+                         "q05": float(q(0.05)), "q50": float(q(0.5)), "q95": float(q(0.95)),
+                         "nested_rhat": float(self.nested_rhat[d]), "ess": float(self.ess[d])}
+        return out
+
+    def __repr__(self):
+        c, n, _ = self.draws.shape
+        state = "converged" if self.converged else "NOT converged"
+        return f"Posterior({c} chains x {n} draws of {self.names}, {state})"
+
+
+def sample(model, *, chains=16384, warmup=2000, steps=1000, thin=10, seed=0,
+           target_accept=0.234, precondition="dense", superchain_size=16, device="cuda"):
+    """Samples `model` (a `LinearRegression`, `LogisticRegression`, `HierarchicalNormal` or
+    `DenseGaussian`) as `host sample` does with the same options (the defaults are its):
+    `warmup` adapting steps (per-chain step sizes towards `target_accept`, and the proposal's
+    shape from the pooled chains: `precondition` none, diagonal or dense), then `steps` steps
+    keeping every `thin`-th. On the GPU (`device="cuda"`) or the CPU reference
+    (`device="cpu"`), which give the same draws to within the GPU's special functions.
+    Returns a `Posterior`: draws `[chain, draw, param]`, names, acceptance, the frozen step
+    size and factor, nested R-hat (superchains of `superchain_size` chains) and ESS per
+    parameter, and whether every nested R-hat is below 1.01."""
+    if device not in ("cuda", "cpu"):
+        raise ValueError(f"device = {device!r}: expected 'cuda' or 'cpu'")
+    run = {"chains": chains, "warmup": warmup, "steps": steps, "thin": thin, "seed": seed,
+           "target_accept": target_accept, "precondition": precondition,
+           "superchain_size": superchain_size}
+    result = _native.sample_model(model.kind, model.arrays, model.priors, run, device == "cuda")
+    return Posterior(result, superchain_size)

@@ -1,0 +1,165 @@
+//! Models with data (`fused_mh.LinearRegression`, `LogisticRegression`, `HierarchicalNormal`,
+//! `DenseGaussian`): their arrays and priors' text handed to the library's
+//! [`fused_mh::model_inputs`], which checks them, builds the model and samples it on the CPU
+//! reference or the GPU, as `host sample` does with the same options. A refused input is a
+//! `ValueError` naming the argument (`x`, `beta_prior`, ...).
+
+use std::collections::HashMap;
+
+use fused_mh::Gpu;
+use fused_mh::kernel::model::Factor;
+use fused_mh::model_inputs::{Matrix, ModelInputs};
+use fused_mh::model_run::{ModelRun, Preconditioning};
+use numpy::ndarray::{Array1, Array2, Array3};
+use numpy::{IntoPyArray, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::errors::to_py;
+
+/// An input array's data and shape: float32 and C-contiguous (the Python wrapper converts),
+/// with `dims` dimensions.
+fn input<'a>(
+    arrays: &'a HashMap<String, PyReadonlyArrayDyn<'_, f32>>,
+    name: &str,
+    dims: usize,
+) -> PyResult<(&'a [f32], Vec<usize>)> {
+    let a = arrays
+        .get(name)
+        .ok_or_else(|| PyValueError::new_err(format!("{name} is needed")))?;
+    if a.ndim() != dims {
+        let why = format!(
+            "{name} has shape {:?}, expected {dims} dimensions",
+            a.shape()
+        );
+        return Err(PyValueError::new_err(why));
+    }
+    let data = a
+        .as_slice()
+        .ok()
+        .filter(|_| a.is_c_contiguous())
+        .ok_or_else(|| PyValueError::new_err(format!("{name} is not C-contiguous")))?;
+    Ok((data, a.shape().to_vec()))
+}
+
+/// A two-dimensional input as a matrix.
+fn matrix((data, shape): (&[f32], Vec<usize>)) -> Matrix<'_> {
+    Matrix {
+        data,
+        rows: shape[0],
+        cols: shape[1],
+    }
+}
+
+/// The run's settings as `host sample`'s options.
+fn settings(run: &Bound<'_, PyDict>) -> PyResult<ModelRun> {
+    let get = |key: &str| {
+        run.get_item(key)?
+            .ok_or_else(|| PyValueError::new_err(format!("the run has no {key}")))
+    };
+    let preconditioning = match get("precondition")?.extract::<String>()?.as_str() {
+        "none" => Preconditioning::None,
+        "diagonal" => Preconditioning::Diagonal,
+        "dense" => Preconditioning::Dense,
+        other => {
+            let why = format!("precondition = {other:?}: expected none, diagonal or dense");
+            return Err(PyValueError::new_err(why));
+        }
+    };
+    Ok(ModelRun {
+        chains: get("chains")?.extract()?,
+        warmup: get("warmup")?.extract()?,
+        steps: get("steps")?.extract()?,
+        thin: get("thin")?.extract()?,
+        seed: get("seed")?.extract()?,
+        target_acceptance: get("target_accept")?.extract()?,
+        preconditioning,
+        superchain_size: get("superchain_size")?.extract()?,
+    })
+}
+
+/// Samples the model `kind` (`linreg`, `logreg`, `hier-normal`, `dense-gaussian`) from its
+/// `arrays` and `priors` (by argument name) with the `run` settings, on the GPU when `gpu`:
+/// a dict of `draws[chains, draws, params]` (float32, ArviZ's order), `names`, `acceptance`,
+/// `step_size`, `factor[params, params]`, `nested_rhat` and `ess` per parameter.
+#[pyfunction]
+#[pyo3(signature = (kind, arrays, priors, run, gpu))]
+pub fn sample_model<'py>(
+    py: Python<'py>,
+    kind: &str,
+    arrays: HashMap<String, PyReadonlyArrayDyn<'py, f32>>,
+    priors: HashMap<String, String>,
+    run: &Bound<'py, PyDict>,
+    gpu: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let run = settings(run)?;
+    let prior = |name: &str| {
+        priors
+            .get(name)
+            .map(String::as_str)
+            .ok_or_else(|| PyValueError::new_err(format!("{name} is needed")))
+    };
+    let inputs = match kind {
+        "linreg" => ModelInputs::LinearRegression {
+            x: matrix(input(&arrays, "x", 2)?),
+            y: input(&arrays, "y", 1)?.0,
+            beta_prior: prior("beta_prior")?,
+            sigma_prior: prior("sigma_prior")?,
+        },
+        "logreg" => ModelInputs::LogisticRegression {
+            x: matrix(input(&arrays, "x", 2)?),
+            y: input(&arrays, "y", 1)?.0,
+            beta_prior: prior("beta_prior")?,
+        },
+        "hier-normal" => ModelInputs::HierarchicalNormal {
+            y: input(&arrays, "y", 1)?.0,
+            se: input(&arrays, "se", 1)?.0,
+            mu_prior: prior("mu_prior")?,
+            tau_prior: prior("tau_prior")?,
+        },
+        "dense-gaussian" => {
+            let (name, of) = match arrays.contains_key("cov_factor") {
+                true => ("cov_factor", Factor::Covariance),
+                false => ("prec_factor", Factor::Precision),
+            };
+            ModelInputs::DenseGaussian {
+                mean: input(&arrays, "mean", 1)?.0,
+                factor: matrix(input(&arrays, name, 2)?),
+                of,
+            }
+        }
+        other => return Err(PyValueError::new_err(format!("no model {other:?}"))),
+    };
+    let named = py
+        .detach(|| {
+            let device = gpu.then(|| Gpu::open(0)).transpose()?;
+            let named = inputs.sample(&run, device.as_ref())?;
+            let diagnostics = named.sample.diagnostics(run.superchain_size)?;
+            Ok::<_, fused_mh::Error>((named, diagnostics))
+        })
+        .map_err(to_py);
+    let (named, diagnostics) = named?;
+    let sample = named.sample;
+    let (chains, kept, dim) = (sample.chains, sample.kept, sample.dim);
+    let bad = |e: numpy::ndarray::ShapeError| PyValueError::new_err(e.to_string());
+    // [kept, chains, dim] -> [chains, kept, dim].
+    let draws = Array3::from_shape_vec((kept, chains, dim), sample.draws).map_err(bad)?;
+    let draws = draws
+        .permuted_axes([1, 0, 2])
+        .as_standard_layout()
+        .to_owned();
+    let result = PyDict::new(py);
+    result.set_item("draws", draws.into_pyarray(py))?;
+    result.set_item("names", named.names)?;
+    result.set_item("acceptance", sample.acceptance)?;
+    result.set_item("step_size", sample.step_size)?;
+    let factor = Array2::from_shape_vec((dim, dim), sample.factor).map_err(bad)?;
+    result.set_item("factor", factor.into_pyarray(py))?;
+    result.set_item(
+        "nested_rhat",
+        Array1::from(diagnostics.nested_rhat).into_pyarray(py),
+    )?;
+    result.set_item("ess", Array1::from(diagnostics.ess).into_pyarray(py))?;
+    Ok(result)
+}
