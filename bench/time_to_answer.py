@@ -18,7 +18,7 @@ Usage: python3 bench/time_to_answer.py HOST_BINARY OUT_JSON
        (and, internally, --one numpyro|blackjax NAME DRAWS FACTOR_JSON OUT_NPY)
 Environment: TTA_FUSED_SETTINGS, a JSON object {label: [host sample flags]}, replaces fused-mh's
 two settings (a sweep); TTA_PEERS=0 leaves NumPyro and BlackJAX out (to compare two builds of
-fused-mh in one call)."""
+fused-mh in one call); TTA_TOOLS=numpyro (a comma-separated list) runs only those peers."""
 import json
 import os
 import subprocess
@@ -235,6 +235,7 @@ def timed(cmd):
 FUSED = {"fused_mh": [], "fused_mh_8192": ["--chains=8192"]}
 FUSED = json.loads(os.environ.get("TTA_FUSED_SETTINGS", "null")) or FUSED
 PEERS = os.environ.get("TTA_PEERS", "1") != "0"
+TOOLS = os.environ.get("TTA_TOOLS", "numpyro,blackjax").split(",")
 
 
 def main(host, out_json):
@@ -266,8 +267,9 @@ def main(host, out_json):
                             "steps": summary["warmup"] + summary["steps"]}
                 print(name, key, row[key], flush=True)
             factor = os.path.join(folder, next(iter(FUSED)), "summary.json")
-            for tool, sizes in [] if not PEERS else [("numpyro", [1000, 2000, 4000, 8000]),
-                                ("blackjax", [3000, 6000, 12000, 24000])]:
+            peers = [("numpyro", [1000, 2000, 4000, 8000]),
+                     ("blackjax", [3000, 6000, 12000, 24000])]
+            for tool, sizes in [p for p in peers if PEERS and p[0] in TOOLS]:
                 for size in sizes:
                     npy_out = os.path.join(folder, f"{tool}-{size}.npy")
                     try:
