@@ -46,35 +46,36 @@ def _priors(name, prior):
     raise TypeError(f"{name} = {prior!r}: expected a prior's text or a list of them")
 
 
-class LinearRegression:
+class _Regression:
+    """What both regressions hold: `x[N, K]`, `y[N]` and the priors' text by argument name."""
+
+    def __init__(self, x, y, priors):
+        self.arrays = {"x": _data("x", x, 2), "y": _data("y", y, 1)}
+        self.priors = {name: _priors(name, prior) for name, prior in priors.items()}
+
+    def __repr__(self):
+        n, k = self.arrays["x"].shape
+        return f"{type(self).__name__}({n} rows, {k} columns, {self.priors})"
+
+
+class LinearRegression(_Regression):
     """`y ~ normal(X beta, sigma)`: `x[N, K]` (the columns as given: add a column of ones for
     an intercept), `y[N]`. Parameters `beta[1..K]` and `sigma` (sampled as log sigma)."""
 
     kind = "linreg"
 
     def __init__(self, x, y, *, beta_prior="flat", sigma_prior="flat"):
-        self.arrays = {"x": _data("x", x, 2), "y": _data("y", y, 1)}
-        self.priors = {"beta_prior": _priors("beta_prior", beta_prior),
-                       "sigma_prior": _priors("sigma_prior", sigma_prior)}
-
-    def __repr__(self):
-        n, k = self.arrays["x"].shape
-        return f"LinearRegression({n} rows, {k} columns, {self.priors})"
+        super().__init__(x, y, {"beta_prior": beta_prior, "sigma_prior": sigma_prior})
 
 
-class LogisticRegression:
+class LogisticRegression(_Regression):
     """`y ~ Bernoulli(logit^-1(X beta))`: `x[N, K]`, `y[N]` of 0 and 1. Parameters
     `beta[1..K]`."""
 
     kind = "logreg"
 
     def __init__(self, x, y, *, beta_prior="flat"):
-        self.arrays = {"x": _data("x", x, 2), "y": _data("y", y, 1)}
-        self.priors = {"beta_prior": _priors("beta_prior", beta_prior)}
-
-    def __repr__(self):
-        n, k = self.arrays["x"].shape
-        return f"LogisticRegression({n} rows, {k} columns, {self.priors})"
+        super().__init__(x, y, {"beta_prior": beta_prior})
 
 
 class HierarchicalNormal:

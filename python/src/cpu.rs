@@ -16,7 +16,7 @@ use crate::interrupts::Interrupts;
 use crate::targets;
 
 /// A C-contiguous array's data, or a `ValueError` naming it.
-fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
+pub(crate) fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
     what: &str,
     a: &'a numpy::PyReadonlyArray<'_, T, D>,
 ) -> PyResult<&'a [T]> {

@@ -16,6 +16,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::cpu::contiguous;
 use crate::errors::to_py;
 
 /// An input array's data and shape: float32 and C-contiguous (the Python wrapper converts),
@@ -35,12 +36,7 @@ fn input<'a>(
         );
         return Err(PyValueError::new_err(why));
     }
-    let data = a
-        .as_slice()
-        .ok()
-        .filter(|_| a.is_c_contiguous())
-        .ok_or_else(|| PyValueError::new_err(format!("{name} is not C-contiguous")))?;
-    Ok((data, a.shape().to_vec()))
+    Ok((contiguous(name, a)?, a.shape().to_vec()))
 }
 
 /// A two-dimensional input as a matrix.
