@@ -1,4 +1,4 @@
-//! The non-trivial functions the kernels need: `exp`, `ln`, `sin`/`cos`, `sqrt`, `exp2`, `log2`, `recip`.
+//! The non-trivial functions the kernels need: `exp`, `ln`, `sin`/`cos`, `sqrt`, `exp2`, `log2`.
 //!
 //! `core` has none of them (they live in `std`, which does not exist on the GPU), so this module
 //! provides them, chosen by measurement (see `bench/NOTES.md`):
@@ -15,7 +15,7 @@
 //! - `sin`, `cos` and `sqrt` are the GPU's special function unit instructions `sin.approx.f32`,
 //!   `cos.approx.f32` and `sqrt.approx.f32` (inline PTX, `gpu/device/sfu.rs`): one instruction
 //!   each, at 16 per clock per SM beside the 128 FP32 lanes. On the CPU they are `libm`'s.
-//!   `exp2`, `log2` and `recip` are the same kind (`ex2`, `lg2`, `rcp.approx`), for the
+//!   `exp2` and `log2` are the same kind (`ex2`, `lg2`), for the
 //!   logistic regression's rows ([`crate::model::logreg`]), where the SFU's absolute errors are
 //!   small against the tolerance of a sum over data rows.
 //!
@@ -148,7 +148,7 @@ pub fn exp(x: f32) -> f32 {
 }
 
 #[cfg(target_arch = "nvptx64")]
-pub use crate::gpu::device::sfu::{cos, exp2, log2, recip, sin, sqrt};
+pub use crate::gpu::device::sfu::{cos, exp2, log2, sin, sqrt};
 
 /// Sine of an angle in radians.
 #[cfg(not(target_arch = "nvptx64"))]
@@ -184,13 +184,6 @@ pub fn exp2(x: f32) -> f32 {
 #[inline]
 pub fn log2(x: f32) -> f32 {
     libm::log2f(x)
-}
-
-/// `1 / x` (correctly rounded here; within 1 ulp on the GPU).
-#[cfg(not(target_arch = "nvptx64"))]
-#[inline]
-pub fn recip(x: f32) -> f32 {
-    1.0 / x
 }
 
 #[cfg(test)]

@@ -193,13 +193,29 @@ pub fn propose_dense(x: &[f32], eps: &[f32], (factor, step_size): (&[f32], f32),
     }
 }
 
-/// Element `i` of [`propose_dense`]: `x_i + step_size * sum_{j <= i} L[i, j] eps[j]`.
+/// Element `i` of [`propose_dense`]: `x_i + step_size * sum_{j <= i} L[i, j] eps[j]`. NaN
+/// (which a step rejects) where `i` is not below `eps.len()` or the factor is shorter than
+/// `eps.len()^2`.
+///
+/// The one length check comes first and the loop reads unchecked, with a 32-bit counter
+/// (states have at most [`MAX_MODEL_DIM`] elements): a `zip` of two checked slices costs the
+/// GPU 64-bit trip-count arithmetic for every element.
 #[inline(always)]
 pub fn propose_element(i: usize, x_i: f32, eps: &[f32], (factor, step_size): (&[f32], f32)) -> f32 {
     let dim = eps.len();
-    let row = &factor[i * dim..i * dim + i + 1];
+    if i >= dim || dim > MAX_MODEL_DIM || factor.len() < dim * dim {
+        return f32::NAN;
+    }
+    let (row, i) = (i * dim, i as u32);
     let mut move_i = 0.0f32;
-    for (&l, &e) in row.iter().zip(eps) {
+    for j in 0..=i {
+        // SAFETY: `j <= i < dim`, so `row + j < dim^2 <= factor.len()` and `j < eps.len()`.
+        let (l, e) = unsafe {
+            (
+                *factor.get_unchecked(row + j as usize),
+                *eps.get_unchecked(j as usize),
+            )
+        };
         move_i = crate::math::fma(l, e, move_i);
     }
     crate::math::fma(step_size, move_i, x_i)

@@ -95,8 +95,3 @@ sfu_unary!(
     log2,
     "lg2.approx.ftz.f32"
 );
-sfu_unary!(
-    /// `1 / x` with the SFU's `rcp.approx.ftz.f32` (within 1 ulp; `1 / inf = 0`).
-    recip,
-    "rcp.approx.ftz.f32"
-);
