@@ -12,7 +12,7 @@ use crate::kernel::model::{
     DenseGaussian, DenseGaussianError, Factor, HierarchicalNormal, LinearRegression,
     LogisticRegression, Model, RegressionError, whitening,
 };
-use crate::model_run::{ModelRun, ModelSample};
+use crate::model_run::{Continuation, ModelRun, ModelSample};
 use crate::prior_syntax::{coefficient_prior, coefficient_priors, scale_prior};
 use crate::{Gpu, cpu};
 
@@ -134,9 +134,14 @@ pub struct NamedSample {
 }
 
 impl ModelInputs<'_> {
-    /// Checks the inputs, builds the model and samples it: on `gpu`, or on the CPU reference
-    /// where `gpu` is `None`.
-    pub fn sample(&self, run: &ModelRun, gpu: Option<&Gpu>) -> Result<NamedSample> {
+    /// Checks the inputs, builds the model and samples it, new or continuing `from`
+    /// ([`crate::model_run`]): on `gpu`, or on the CPU reference where `gpu` is `None`.
+    pub fn sample(
+        &self,
+        run: &ModelRun,
+        from: Option<&Continuation>,
+        gpu: Option<&Gpu>,
+    ) -> Result<NamedSample> {
         let go = |sample: Result<ModelSample>, names: Vec<String>| {
             Ok(NamedSample {
                 sample: sample?,
@@ -156,13 +161,13 @@ impl ModelInputs<'_> {
                     .map_err(|e| regression_error(e, x.cols))?;
                 let mut names = numbered("beta", x.cols);
                 names.push("sigma".into());
-                go(on(&model, run, gpu), names)
+                go(on(&model, run, from, gpu), names)
             }
             ModelInputs::LogisticRegression { x, y, beta_prior } => {
                 let priors = regression_priors(x, y, beta_prior)?;
                 let model = LogisticRegression::new(x.data, y, x.cols, &priors)
                     .map_err(|e| regression_error(e, x.cols))?;
-                go(on(&model, run, gpu), numbered("beta", x.cols))
+                go(on(&model, run, from, gpu), numbered("beta", x.cols))
             }
             ModelInputs::HierarchicalNormal {
                 y,
@@ -180,7 +185,7 @@ impl ModelInputs<'_> {
                     .map_err(|e| hierarchical_error(e, se))?;
                 let mut names = numbered("theta", y.len());
                 names.extend(["mu".into(), "tau".into()]);
-                go(on(&model, run, gpu), names)
+                go(on(&model, run, from, gpu), names)
             }
             ModelInputs::DenseGaussian { mean, factor, of } => {
                 let input = match of {
@@ -199,17 +204,22 @@ impl ModelInputs<'_> {
                 let mut w = vec![0.0f32; dim * dim];
                 whitening(factor.data, of, &mut w).map_err(why)?;
                 let model = DenseGaussian::new(mean, &w).map_err(why)?;
-                go(on(&model, run, gpu), numbered("x", dim))
+                go(on(&model, run, from, gpu), numbered("x", dim))
             }
         }
     }
 }
 
 /// `model` sampled on `gpu`, or on the CPU reference.
-fn on<M: Model + Copy + Sync>(model: &M, run: &ModelRun, gpu: Option<&Gpu>) -> Result<ModelSample> {
+fn on<M: Model + Copy + Sync>(
+    model: &M,
+    run: &ModelRun,
+    from: Option<&Continuation>,
+    gpu: Option<&Gpu>,
+) -> Result<ModelSample> {
     match gpu {
-        Some(gpu) => gpu.sample_model(model, run),
-        None => cpu::sample_model(model, run),
+        Some(gpu) => gpu.sample_model(model, run, from),
+        None => cpu::sample_model(model, run, from),
     }
 }
 

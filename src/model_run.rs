@@ -31,6 +31,11 @@
 //! from independent standard normals per parameter (unconstrained), so that nested R-hat can
 //! see superchains that have not met.
 //!
+//! A run can continue an earlier one ([`Continuation`], from [`ModelSample::continuation`]):
+//! from its final states, with its frozen proposal, from the step counter where it stopped, and
+//! without a warm-up. Its draws are then those the earlier run would have drawn next, to the
+//! bit: the steps' random numbers depend on the counter alone.
+//!
 //! A machine runs the schedule through a [`Stepper`]: a number of steps from a step counter,
 //! with a given proposal, observing the window or keeping draws as asked. Each window is two
 //! calls (its halves), so a GPU launch covers half a window.
@@ -82,6 +87,19 @@ pub enum Preconditioning {
     Dense,
 }
 
+/// Where a run continues an earlier one (see the module documentation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Continuation {
+    /// `[chains, dim]`: the earlier run's final states, unconstrained.
+    pub states: Vec<f32>,
+    /// Its frozen proposal factor `[dim, dim]`, row-major, lower triangular.
+    pub factor: Vec<f32>,
+    /// Its frozen step size.
+    pub step_size: f32,
+    /// The step counter of the first step: where the earlier run stopped.
+    pub first_step: u64,
+}
+
 /// A model run's results.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelSample {
@@ -99,9 +117,23 @@ pub struct ModelSample {
     pub step_size: f32,
     /// The frozen proposal factor `L`, `[dim, dim]` row-major, lower triangular.
     pub factor: Vec<f32>,
+    /// `[chains, dim]`: the final states, unconstrained.
+    pub states: Vec<f32>,
+    /// The step counter after the last step.
+    pub next_step: u64,
 }
 
 impl ModelSample {
+    /// Where a run that continues this one starts (see the module documentation).
+    pub fn continuation(&self) -> Continuation {
+        Continuation {
+            states: self.states.clone(),
+            factor: self.factor.clone(),
+            step_size: self.step_size,
+            first_step: self.next_step,
+        }
+    }
+
     /// Nested R-hat and ESS of the kept draws per parameter, from split superchains: the
     /// first halves of a superchain's `superchain_size` chains, then their second halves, each
     /// a superchain of half-chains (so that a trend within the chains shows as a difference
@@ -175,9 +207,13 @@ impl ModelRun {
         (self.steps / self.thin) as usize
     }
 
-    /// The chains' starts `[chains, dim]`: standard normals per superchain, drawn at a step
-    /// the run never reaches.
-    pub(crate) fn starts(&self, dim: usize) -> Result<Vec<f32>> {
+    /// The chains' first states `[chains, dim]`: those of `from` (checked against the run), or
+    /// standard normals per superchain, drawn at a step the run never reaches.
+    pub(crate) fn starts(&self, dim: usize, from: Option<&Continuation>) -> Result<Vec<f32>> {
+        if let Some(from) = from {
+            self.check_continuation(dim, from)?;
+            return crate::host_memory::collected("model states", from.states.iter().copied());
+        }
         let start = StepDraws::new(rng::key(self.seed), u64::MAX);
         crate::host_memory::collected(
             "model states",
@@ -186,6 +222,48 @@ impl ModelRun {
                 start.normal_quad(superchain as u32, (d / 4) as u32)[d % 4]
             }),
         )
+    }
+
+    /// Refuses a continuation that does not fit this run of states of `dim` parameters.
+    fn check_continuation(&self, dim: usize, from: &Continuation) -> Result<()> {
+        let refuse = |why: String| Err(Error::InvalidRun(why));
+        if self.warmup != 0 {
+            return refuse(format!(
+                "a continued run keeps the earlier run's proposal: its warm-up must be 0, not {}",
+                self.warmup
+            ));
+        }
+        if from.states.len() != self.chains * dim {
+            return refuse(format!(
+                "the continued states hold {} values, not {} chains x {dim} parameters",
+                from.states.len(),
+                self.chains
+            ));
+        }
+        if from.factor.len() != dim * dim {
+            return refuse(format!(
+                "the continued proposal factor holds {} values, not {dim} x {dim}",
+                from.factor.len()
+            ));
+        }
+        if let Some(i) = from.factor.iter().position(|v| !v.is_finite()) {
+            return refuse(format!(
+                "the continued proposal factor's value {i} is not finite"
+            ));
+        }
+        if !(from.step_size.is_finite() && from.step_size > 0.0) {
+            return refuse(format!(
+                "the continued step size {} is not a positive number",
+                from.step_size
+            ));
+        }
+        if from.first_step.checked_add(u64::from(self.steps)).is_none() {
+            return refuse(format!(
+                "the step counter {} has no room for {} more steps",
+                from.first_step, self.steps
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -201,26 +279,64 @@ pub(crate) struct Stepped {
 pub(crate) trait Stepper {
     /// Steps `first .. first + count` of every chain with the proposal `(factor, step sizes)`
     /// (one step size per chain);
-    /// with `observe`, the states after each step go into a window; with `keep`, the states of
-    /// the sampling steps `warmup + thin k` are kept.
+    /// with `observe`, the states after each step go into a window; with `keep_from` `Some(s)`,
+    /// the states after the steps `s + thin k - 1` (`k >= 1`) are kept.
     fn steps(
         &mut self,
         range: (u64, u32),
         proposal: (&[f32], &[f32]),
         observe: bool,
-        keep: bool,
+        keep_from: Option<u64>,
     ) -> Result<Stepped>;
 
-    /// The kept draws, `[kept, chains, dim]`, constrained.
-    fn draws(self) -> Result<Vec<f32>>;
+    /// The kept draws, `[kept, chains, dim]`, constrained, and the final states `[chains,
+    /// dim]`, unconstrained.
+    fn finish(self) -> Result<(Vec<f32>, Vec<f32>)>;
 }
 
-/// Runs the schedule of `run` on `stepper` for states of `dim` parameters.
+/// Runs the schedule of `run` on `stepper` for states of `dim` parameters: a new run, or the
+/// continuation `from` (whose states the stepper starts from, [`ModelRun::starts`]).
 pub(crate) fn run_schedule<S: Stepper>(
     mut stepper: S,
     run: &ModelRun,
     dim: usize,
+    from: Option<&Continuation>,
 ) -> Result<ModelSample> {
+    let (factor, s, sampling_from) = match from {
+        Some(from) => (from.factor.clone(), from.step_size, from.first_step),
+        None => {
+            let (factor, s) = warm_up(&mut stepper, run, dim)?;
+            (factor, s, u64::from(run.warmup))
+        }
+    };
+    let step_sizes = vec![s; run.chains];
+    let mut accepted = 0u64;
+    let mut done = 0u32;
+    while done < run.steps {
+        let count = (run.steps - done).min(SAMPLING_STEPS_PER_CALL);
+        let first = sampling_from + u64::from(done);
+        let proposal = (factor.as_slice(), step_sizes.as_slice());
+        let stepped = stepper.steps((first, count), proposal, false, Some(sampling_from))?;
+        accepted += stepped.accepted.iter().map(|&a| u64::from(a)).sum::<u64>();
+        done += count;
+    }
+    let (draws, states) = stepper.finish()?;
+    Ok(ModelSample {
+        dim,
+        chains: run.chains,
+        draws,
+        kept: run.kept(),
+        acceptance: accepted as f64 / (f64::from(run.steps) * run.chains as f64),
+        step_size: s,
+        factor,
+        states,
+        next_step: sampling_from + u64::from(run.steps),
+    })
+}
+
+/// The warm-up of `run` on `stepper`: the frozen factor and step size (see the module
+/// documentation).
+fn warm_up<S: Stepper>(stepper: &mut S, run: &ModelRun, dim: usize) -> Result<(Vec<f32>, f32)> {
     let mut factor = identity(dim);
     let first_size = 2.38 / (dim as f32).sqrt();
     let mut sizes = vec![StepSizeAdaptation::new(first_size, run.target_acceptance); run.chains];
@@ -228,9 +344,9 @@ pub(crate) fn run_schedule<S: Stepper>(
     let half = WINDOW / 2;
     for window_start in (0..run.warmup).step_by(WINDOW as usize) {
         let t = u64::from(window_start);
-        let first = stepper.steps((t, half), (&factor, &step_sizes), false, false)?;
+        let first = stepper.steps((t, half), (&factor, &step_sizes), false, None)?;
         let second_half = (t + u64::from(half), WINDOW - half);
-        let second = stepper.steps(second_half, (&factor, &step_sizes), true, false)?;
+        let second = stepper.steps(second_half, (&factor, &step_sizes), true, None)?;
         for (c, size) in sizes.iter_mut().enumerate() {
             let accepted = first.accepted[c] + second.accepted[c];
             size.update(f64::from(accepted) / f64::from(WINDOW));
@@ -251,26 +367,7 @@ pub(crate) fn run_schedule<S: Stepper>(
             factor = l;
         }
     }
-    let s = median(&step_sizes);
-    step_sizes.fill(s);
-    let mut accepted = 0u64;
-    let mut done = 0u32;
-    while done < run.steps {
-        let count = (run.steps - done).min(SAMPLING_STEPS_PER_CALL);
-        let first = u64::from(run.warmup) + u64::from(done);
-        let stepped = stepper.steps((first, count), (&factor, &step_sizes), false, true)?;
-        accepted += stepped.accepted.iter().map(|&a| u64::from(a)).sum::<u64>();
-        done += count;
-    }
-    Ok(ModelSample {
-        dim,
-        chains: run.chains,
-        draws: stepper.draws()?,
-        kept: run.kept(),
-        acceptance: accepted as f64 / (f64::from(run.steps) * run.chains as f64),
-        step_size: s,
-        factor,
-    })
+    Ok((factor, median(&step_sizes)))
 }
 
 /// The median of the chains' step sizes (the upper middle one of an even count).

@@ -102,8 +102,8 @@ fn dense_gaussian_matches_cpu() -> Result<(), Failed> {
     let model = DenseGaussian::new(&mean, &w).map_err(|e| format!("{e:?}"))?;
     let gpu = Gpu::open(0)?;
     compare(
-        &gpu.sample_model(&model, &SHORT)?,
-        &fused_mh::cpu::sample_model(&model, &SHORT)?,
+        &gpu.sample_model(&model, &SHORT, None)?,
+        &fused_mh::cpu::sample_model(&model, &SHORT, None)?,
         SHORT.chains,
     )
 }
@@ -113,7 +113,7 @@ fn dense_gaussian_matches_cpu() -> Result<(), Failed> {
 fn dense_gaussian_is_exact() -> Result<(), Failed> {
     let (mean, sd, w) = correlated_gaussian()?;
     let model = DenseGaussian::new(&mean, &w).map_err(|e| format!("{e:?}"))?;
-    let full = Gpu::open(0)?.sample_model(&model, &RUN)?;
+    let full = Gpu::open(0)?.sample_model(&model, &RUN, None)?;
     for d in 0..model.dim() {
         let (_, m, s) = coordinate(&full, d);
         if (m - f64::from(mean[d])).abs() >= 0.1 * sd[d] || (s / sd[d] - 1.0).abs() >= 0.1 {
@@ -171,15 +171,15 @@ fn regression_matches_cpu(k: usize, logistic: bool) -> Result<(), Failed> {
     let (on_gpu, on_cpu) = if logistic {
         let model = LogisticRegression::new(&x, &y, k, &prior).map_err(bad)?;
         (
-            gpu.sample_model(&model, &SHORT)?,
-            fused_mh::cpu::sample_model(&model, &SHORT)?,
+            gpu.sample_model(&model, &SHORT, None)?,
+            fused_mh::cpu::sample_model(&model, &SHORT, None)?,
         )
     } else {
         let sigma = ScalePrior::HalfNormal { scale: 2.0 };
         let model = LinearRegression::new(&x, &y, k, &prior, sigma).map_err(bad)?;
         (
-            gpu.sample_model(&model, &SHORT)?,
-            fused_mh::cpu::sample_model(&model, &SHORT)?,
+            gpu.sample_model(&model, &SHORT, None)?,
+            fused_mh::cpu::sample_model(&model, &SHORT, None)?,
         )
     };
     compare(&on_gpu, &on_cpu, SHORT.chains)

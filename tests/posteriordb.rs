@@ -89,7 +89,7 @@ fn dense_gaussian_and_the_three_preconditionings() {
             preconditioning,
             ..RUN
         };
-        let sample = sample_model(&model, &run).expect("a run");
+        let sample = sample_model(&model, &run, None).expect("a run");
         let diagnostics = sample
             .diagnostics(run.superchain_size)
             .expect("diagnostics");

@@ -8,6 +8,7 @@ options and the same draws for the same seed) from Python.
     post.draws          # [chain, draw, param] float32, ArviZ's order
     post.names          # ["beta[1]", ..., "sigma"]
     post.summary()      # {name: {mean, sd, q05, q50, q95, nested_rhat, ess}}
+    more = fused_mh.sample(model, steps=2000, resume=post)   # continues post's chains
 
 The data may be NumPy arrays, lists, PyTorch tensors (CPU or CUDA) or JAX arrays: they are
 copied to the host as float32 (float64 converted, as `host sample` converts its `.npy` files)
@@ -17,6 +18,8 @@ coefficient (and the hierarchical mean) `flat`, `normal:LOC,SCALE` or `student-t
 `half-normal:SCALE`, `half-cauchy:SCALE` or `half-t:DF,SCALE`. A bad input raises
 `ValueError` naming it, when `sample` checks the model.
 """
+
+import hashlib
 
 import numpy as np
 
@@ -112,10 +115,25 @@ class DenseGaussian:
         return f"DenseGaussian(dim {len(self.arrays['mean'])})"
 
 
-class Posterior:
-    """A model run's draws and diagnostics (see `sample`)."""
+def _fingerprint(model):
+    """A digest of what defines `model`: its kind, its arrays (shapes and bytes) and its priors'
+    text, so that a resume can tell that it is given the model it continues."""
+    h = hashlib.blake2b(model.kind.encode())
+    for name in sorted(model.arrays):
+        a = model.arrays[name]
+        h.update(f"{name}{a.shape}".encode())
+        h.update(a.tobytes())
+    for name in sorted(model.priors):
+        h.update(f"{name}={model.priors[name]}".encode())
+    return h.hexdigest()
 
-    def __init__(self, result, superchain_size):
+
+class Posterior:
+    """A model run's draws and diagnostics (see `sample`), and where a run that continues it
+    starts (`sample(model, resume=posterior)`): the final states `states[chain, param]` on the
+    unconstrained scale (a scale as its log) and the step counter `next_step`."""
+
+    def __init__(self, result, superchain_size, run, model):
         self.draws = result["draws"]
         self.names = list(result["names"])
         self.acceptance = result["acceptance"]
@@ -125,6 +143,10 @@ class Posterior:
         self.ess = result["ess"]
         self.superchain_size = superchain_size
         self.converged = bool(np.all(self.nested_rhat < 1.01))
+        self.states = result["states"]
+        self.next_step = result["next_step"]
+        self._run = run
+        self._model = _fingerprint(model)
 
     def __getitem__(self, name):
         """The draws `[chain, draw]` of parameter `name`."""
@@ -148,21 +170,51 @@ class Posterior:
         return f"Posterior({c} chains x {n} draws of {self.names}, {state})"
 
 
-def sample(model, *, chains=16384, warmup=2000, steps=1000, thin=10, seed=0,
-           target_accept=0.234, precondition="dense", superchain_size=16, device="cuda"):
+_DEFAULTS = {"chains": 16384, "warmup": 2000, "seed": 0, "target_accept": 0.234,
+             "precondition": "dense", "superchain_size": 16}
+
+
+def sample(model, *, chains=None, warmup=None, steps=1000, thin=10, seed=None,
+           target_accept=None, precondition=None, superchain_size=None, device="cuda",
+           resume=None):
     """Samples `model` (a `LinearRegression`, `LogisticRegression`, `HierarchicalNormal` or
-    `DenseGaussian`) as `host sample` does with the same options (the defaults are its):
-    `warmup` adapting steps (per-chain step sizes towards `target_accept`, and the proposal's
-    shape from the pooled chains: `precondition` none, diagonal or dense), then `steps` steps
-    keeping every `thin`-th. On the GPU (`device="cuda"`) or the CPU reference
-    (`device="cpu"`), which give the same draws to within the GPU's special functions.
+    `DenseGaussian`) as `host sample` does with the same options (the defaults are its:
+    `chains=16384`, `warmup=2000`, `seed=0`, `target_accept=0.234`, `precondition="dense"`,
+    `superchain_size=16`): `warmup` adapting steps (per-chain step sizes towards
+    `target_accept`, and the proposal's shape from the pooled chains: `precondition` none,
+    diagonal or dense), then `steps` steps keeping every `thin`-th. On the GPU
+    (`device="cuda"`) or the CPU reference (`device="cpu"`), which give the same draws to
+    within the GPU's special functions.
     Returns a `Posterior`: draws `[chain, draw, param]`, names, acceptance, the frozen step
     size and factor, nested R-hat (superchains of `superchain_size` chains) and ESS per
-    parameter, and whether every nested R-hat is below 1.01."""
+    parameter, and whether every nested R-hat is below 1.01.
+
+    `resume=posterior` continues that run of the same model (as `host sample --resume`): its
+    chains from their final states, with its frozen step size and factor, its random stream
+    from where it stopped and no warm-up, for `steps` more steps; the draws are those the run
+    would have drawn next, to the bit. The chains, seed and superchains are the run's: those
+    arguments (and `warmup`, `target_accept`, `precondition`) are refused with `resume`."""
     if device not in ("cuda", "cpu"):
         raise ValueError(f"device = {device!r}: expected 'cuda' or 'cpu'")
-    run = {"chains": chains, "warmup": warmup, "steps": steps, "thin": thin, "seed": seed,
-           "target_accept": target_accept, "precondition": precondition,
-           "superchain_size": superchain_size}
-    result = _native.sample_model(model.kind, model.arrays, model.priors, run, device == "cuda")
-    return Posterior(result, superchain_size)
+    given = {"chains": chains, "warmup": warmup, "seed": seed, "target_accept": target_accept,
+             "precondition": precondition, "superchain_size": superchain_size}
+    if resume is None:
+        run = {k: _DEFAULTS[k] if v is None else v for k, v in given.items()}
+        continuation = None
+    else:
+        if not isinstance(resume, Posterior):
+            raise TypeError(f"resume = {resume!r}: expected the Posterior of an earlier run")
+        for name, value in given.items():
+            if value is not None and not (name == "warmup" and value == 0):
+                raise ValueError(f"{name} = {value!r}: a resumed run keeps its own "
+                                 f"(resume continues the run's chains and proposal)")
+        if _fingerprint(model) != resume._model:
+            raise ValueError("resume: the model (its data or priors) is not the one the "
+                             "resumed run sampled")
+        run = dict(resume._run, warmup=0)
+        continuation = {"states": resume.states, "factor": resume.factor,
+                        "step_size": resume.step_size, "first_step": resume.next_step}
+    run.update(steps=steps, thin=thin)
+    result = _native.sample_model(model.kind, model.arrays, model.priors, run,
+                                  device == "cuda", continuation)
+    return Posterior(result, run["superchain_size"], run, model)

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use fused_mh::Gpu;
 use fused_mh::kernel::model::Factor;
 use fused_mh::model_inputs::{Matrix, ModelInputs};
-use fused_mh::model_run::{ModelRun, Preconditioning};
+use fused_mh::model_run::{Continuation, ModelRun, Preconditioning};
 use numpy::ndarray::{Array1, Array2, Array3};
 use numpy::{IntoPyArray, PyReadonlyArrayDyn, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
@@ -75,12 +75,35 @@ fn settings(run: &Bound<'_, PyDict>) -> PyResult<ModelRun> {
     })
 }
 
+/// Where a run continues an earlier one, from the dict the wrapper passes: `states[chains,
+/// params]` and `factor[params, params]` (float32, C-contiguous), `step_size`, `first_step`.
+fn continuation(resume: &Bound<'_, PyDict>) -> PyResult<Continuation> {
+    let get = |key: &str| {
+        resume
+            .get_item(key)?
+            .ok_or_else(|| PyValueError::new_err(format!("resume has no {key}")))
+    };
+    let array = |key: &str| -> PyResult<Vec<f32>> {
+        let item = get(key)?;
+        let a = item.extract::<PyReadonlyArrayDyn<'_, f32>>()?;
+        Ok(contiguous(key, &a)?.to_vec())
+    };
+    Ok(Continuation {
+        states: array("states")?,
+        factor: array("factor")?,
+        step_size: get("step_size")?.extract()?,
+        first_step: get("first_step")?.extract()?,
+    })
+}
+
 /// Samples the model `kind` (`linreg`, `logreg`, `hier-normal`, `dense-gaussian`) from its
-/// `arrays` and `priors` (by argument name) with the `run` settings, on the GPU when `gpu`:
-/// a dict of `draws[chains, draws, params]` (float32, ArviZ's order), `names`, `acceptance`,
-/// `step_size`, `factor[params, params]`, `nested_rhat` and `ess` per parameter.
+/// `arrays` and `priors` (by argument name) with the `run` settings, new or continuing
+/// `resume` ([`continuation`]), on the GPU when `gpu`: a dict of `draws[chains, draws,
+/// params]` (float32, ArviZ's order), `names`, `acceptance`, `step_size`, `factor[params,
+/// params]`, `nested_rhat` and `ess` per parameter, the final `states[chains, params]`
+/// (unconstrained) and the `next_step` counter.
 #[pyfunction]
-#[pyo3(signature = (kind, arrays, priors, run, gpu))]
+#[pyo3(signature = (kind, arrays, priors, run, gpu, resume=None))]
 pub fn sample_model<'py>(
     py: Python<'py>,
     kind: &str,
@@ -88,8 +111,10 @@ pub fn sample_model<'py>(
     priors: HashMap<String, String>,
     run: &Bound<'py, PyDict>,
     gpu: bool,
+    resume: Option<&Bound<'py, PyDict>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let run = settings(run)?;
+    let from = resume.map(continuation).transpose()?;
     let prior = |name: &str| {
         priors
             .get(name)
@@ -130,7 +155,7 @@ pub fn sample_model<'py>(
     let named = py
         .detach(|| {
             let device = gpu.then(|| Gpu::open(0)).transpose()?;
-            let named = inputs.sample(&run, device.as_ref())?;
+            let named = inputs.sample(&run, from.as_ref(), device.as_ref())?;
             let diagnostics = named.sample.diagnostics(run.superchain_size)?;
             Ok::<_, fused_mh::Error>((named, diagnostics))
         })
@@ -157,5 +182,8 @@ pub fn sample_model<'py>(
         Array1::from(diagnostics.nested_rhat).into_pyarray(py),
     )?;
     result.set_item("ess", Array1::from(diagnostics.ess).into_pyarray(py))?;
+    let states = Array2::from_shape_vec((chains, dim), sample.states).map_err(bad)?;
+    result.set_item("states", states.into_pyarray(py))?;
+    result.set_item("next_step", sample.next_step)?;
     Ok(result)
 }

@@ -138,3 +138,30 @@ def test_the_readme_model_example_runs(capsys):
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == "['beta[1]', 'beta[2]', 'sigma'] (512, 100, 3) True"
     assert abs(eval(printed[1])["mean"] - 0.5) < 0.05
+
+
+def test_resume_continues_the_run():
+    """A run of 40 steps resumed for 60 gives the draws and final states of one run of 100 (to
+    the bit: the proposal is frozen after the warm-up, and each step's random numbers depend on
+    its counter alone); a resume of a resume goes on; what would make it another run raises."""
+    x, y = regression_data(True)
+    model = fused_mh.LogisticRegression(x, y, beta_prior="normal:0,5")
+    run = dict(chains=64, warmup=100, thin=2, seed=3, superchain_size=8, device="cpu")
+    first = fused_mh.sample(model, steps=40, **run)
+    more = fused_mh.sample(model, steps=60, thin=2, device="cpu", resume=first)
+    whole = fused_mh.sample(model, steps=100, **run)
+    assert more.draws.shape == (64, 30, 3) and more.next_step == 200
+    assert np.array_equal(np.concatenate([first.draws, more.draws], axis=1), whole.draws)
+    assert np.array_equal(more.states, whole.states)
+    assert more.step_size == whole.step_size and np.array_equal(more.factor, whole.factor)
+    again = fused_mh.sample(model, steps=20, thin=2, device="cpu", resume=more)
+    assert again.next_step == 220 and again.draws.shape == (64, 10, 3)
+    with pytest.raises(ValueError, match="chains"):
+        fused_mh.sample(model, chains=32, device="cpu", resume=first)
+    with pytest.raises(ValueError, match="warmup"):
+        fused_mh.sample(model, warmup=100, device="cpu", resume=first)
+    other = fused_mh.LogisticRegression(x, y, beta_prior="normal:0,2")
+    with pytest.raises(ValueError, match="not the one the resumed run sampled"):
+        fused_mh.sample(other, device="cpu", resume=first)
+    with pytest.raises(TypeError, match="Posterior"):
+        fused_mh.sample(model, device="cpu", resume={"states": first.states})

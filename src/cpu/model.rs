@@ -9,11 +9,15 @@ use rayon::prelude::*;
 
 use crate::adapt::DenseAdaptation;
 use crate::error::Result;
-use crate::model_run::{ModelRun, ModelSample, Stepped, Stepper, run_schedule};
+use crate::model_run::{Continuation, ModelRun, ModelSample, Stepped, Stepper, run_schedule};
 use crate::{host_memory, threads};
 
-/// Runs `run.chains` chains of `model` (see [`crate::model_run`]).
-pub fn sample_model<M: Model + Sync>(model: &M, run: &ModelRun) -> Result<ModelSample> {
+/// Runs `run.chains` chains of `model`, new or continuing `from` (see [`crate::model_run`]).
+pub fn sample_model<M: Model + Sync>(
+    model: &M,
+    run: &ModelRun,
+    from: Option<&Continuation>,
+) -> Result<ModelSample> {
     let dim = model.dim();
     let draws_len = run.check(dim)?;
     let stepper = CpuStepper {
@@ -21,11 +25,11 @@ pub fn sample_model<M: Model + Sync>(model: &M, run: &ModelRun) -> Result<ModelS
         run: *run,
         dim,
         key: rng::key(run.seed),
-        x: run.starts(dim)?,
+        x: run.starts(dim, from)?,
         draws: host_memory::reserved("model draws", draws_len)?,
         out: vec![0.0; dim],
     };
-    run_schedule(stepper, run, dim)
+    run_schedule(stepper, run, dim, from)
 }
 
 /// The chains' states on the host, and the draws kept so far.
@@ -48,7 +52,7 @@ impl<M: Model + Sync> Stepper for CpuStepper<'_, M> {
         (first, count): (u64, u32),
         proposal: (&[f32], &[f32]),
         observe: bool,
-        keep: bool,
+        keep_from: Option<u64>,
     ) -> Result<Stepped> {
         let mut window = observe.then(|| DenseAdaptation::new(self.dim));
         let mut accepted = vec![0u32; self.run.chains];
@@ -59,8 +63,9 @@ impl<M: Model + Sync> Stepper for CpuStepper<'_, M> {
             if let Some(window) = &mut window {
                 window.observe(&self.x);
             }
-            let done = (t + 1).saturating_sub(u64::from(self.run.warmup));
-            if keep && done > 0 && done.is_multiple_of(u64::from(self.run.thin)) {
+            let thin = u64::from(self.run.thin);
+            let done = keep_from.map(|s| (t + 1).saturating_sub(s));
+            if done.is_some_and(|d| d > 0 && d.is_multiple_of(thin)) {
                 for state in self.x.chunks_exact(dim) {
                     model.constrain(state, &mut self.out);
                     self.draws.extend_from_slice(&self.out);
@@ -70,8 +75,8 @@ impl<M: Model + Sync> Stepper for CpuStepper<'_, M> {
         Ok(Stepped { accepted, window })
     }
 
-    fn draws(self) -> Result<Vec<f32>> {
-        Ok(self.draws)
+    fn finish(self) -> Result<(Vec<f32>, Vec<f32>)> {
+        Ok((self.draws, self.x))
     }
 }
 

@@ -6,7 +6,7 @@
 //! by device copies: [`fused_mh_kernel::model::Array`]), the chains' states, the proposal's
 //! factor, the chains' step sizes, the chains' accepted counts of the latest launch, the warps' window sums and their
 //! total, and every kept draw. The host reads back the counts after each launch, the window
-//! sums after each observed half window, and the draws at the end.
+//! sums after each observed half window, and the draws and the final states at the end.
 
 use cudarc::driver::{CudaSlice, DevicePtr, PushKernelArg};
 use fused_mh_kernel::model::{Model, window_sums_len};
@@ -15,13 +15,19 @@ use super::{Gpu, download, grid};
 use crate::adapt::DenseAdaptation;
 use crate::dispatch::{self, Launch};
 use crate::error::Result;
-use crate::model_run::{ModelRun, ModelSample, Stepped, Stepper, run_schedule};
+use crate::model_run::{Continuation, ModelRun, ModelSample, Stepped, Stepper, run_schedule};
 
 impl Gpu {
     /// Runs `run.chains` chains of `model` on the GPU (see [`crate::model_run`]): the same
     /// schedule, random numbers and arithmetic as [`crate::cpu::sample_model`], whose chains it
-    /// follows until the two machines' `sin` and `cos` (the normals) first part by an ulp.
-    pub fn sample_model<M: Model + Copy>(&self, model: &M, run: &ModelRun) -> Result<ModelSample> {
+    /// follows until the two machines' `sin` and `cos` (the normals) first part by an ulp. New,
+    /// or continuing `from`.
+    pub fn sample_model<M: Model + Copy>(
+        &self,
+        model: &M,
+        run: &ModelRun,
+        from: Option<&Continuation>,
+    ) -> Result<ModelSample> {
         let dim = model.dim();
         let draws_len = run.check(dim)?;
         let entry = M::KIND.entry_point();
@@ -41,7 +47,7 @@ impl Gpu {
             warps,
             _arrays: arrays,
             image,
-            states: self.upload("model states", &run.starts(dim)?)?,
+            states: self.upload("model states", &run.starts(dim, from)?)?,
             factor: self.alloc("the proposal's factor", dim * dim)?,
             step_sizes: self.alloc("the chains' step sizes", run.chains)?,
             accepted: self.alloc("accepted counts", run.chains)?,
@@ -49,7 +55,7 @@ impl Gpu {
             total: self.alloc("window sums' total", sums_len)?,
             draws: self.alloc("model draws", draws_len)?,
         };
-        run_schedule(stepper, run, dim)
+        run_schedule(stepper, run, dim, from)
     }
 
     /// Uploads `model`: its arrays, then its struct with their device addresses in place of
@@ -112,7 +118,7 @@ impl Stepper for GpuStepper<'_> {
         (first, count): (u64, u32),
         (factor, step_sizes): (&[f32], &[f32]),
         observe: bool,
-        keep: bool,
+        keep_from: Option<u64>,
     ) -> Result<Stepped> {
         let (gpu, stream) = (self.gpu, &self.gpu.stream);
         stream.memcpy_htod(factor, &mut self.factor)?;
@@ -122,7 +128,7 @@ impl Stepper for GpuStepper<'_> {
         }
         let function = gpu.function(self.launch.entry)?;
         let (chains, seed, thin) = (self.run.chains as u64, self.run.seed, self.run.thin);
-        let trace_first_step = u64::from(self.run.warmup);
+        let trace_first_step = keep_from.unwrap_or(0);
         let null = 0u64;
         let mut launch = stream.launch_builder(function);
         launch.arg(&self.image).arg(&mut self.states).arg(&chains);
@@ -137,9 +143,9 @@ impl Stepper for GpuStepper<'_> {
             true => launch.arg(&mut self.sums),
             false => launch.arg(&null),
         };
-        match keep {
-            true => launch.arg(&mut self.draws),
-            false => launch.arg(&null),
+        match keep_from {
+            Some(_) => launch.arg(&mut self.draws),
+            None => launch.arg(&null),
         };
         launch.arg(&thin).arg(&trace_first_step);
         // SAFETY: the arguments match `mh_model_steps_*`'s signature (`declare_models!` in
@@ -177,7 +183,9 @@ impl Stepper for GpuStepper<'_> {
         Ok(Stepped { accepted, window })
     }
 
-    fn draws(self) -> Result<Vec<f32>> {
-        download(&self.gpu.stream, "model draws", &self.draws)
+    fn finish(self) -> Result<(Vec<f32>, Vec<f32>)> {
+        let stream = &self.gpu.stream;
+        let draws = download(stream, "model draws", &self.draws)?;
+        Ok((draws, download(stream, "model states", &self.states)?))
     }
 }

@@ -50,8 +50,8 @@ impl Machine<'_> {
     /// Runs `run` of `model` here.
     pub fn sample<M: Model + Copy + Sync>(&self, model: &M, run: &ModelRun) -> ModelSample {
         match self {
-            Machine::Cpu => cpu::sample_model(model, run).expect("a CPU run"),
-            Machine::Gpu(gpu) => gpu.sample_model(model, run).expect("a GPU run"),
+            Machine::Cpu => cpu::sample_model(model, run, None).expect("a CPU run"),
+            Machine::Gpu(gpu) => gpu.sample_model(model, run, None).expect("a GPU run"),
         }
     }
 }

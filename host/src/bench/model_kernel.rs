@@ -68,11 +68,11 @@ pub fn model_kernel(gpu: &Gpu, reps: usize) -> Result<ModelKernelRow> {
         preconditioning: Preconditioning::None,
         superchain_size: 16,
     };
-    gpu.sample_model(&model, &run)?;
+    gpu.sample_model(&model, &run, None)?;
     let mut us = Vec::new();
     for _ in 0..reps.max(3) {
         let start = Instant::now();
-        gpu.sample_model(&model, &run)?;
+        gpu.sample_model(&model, &run, None)?;
         us.push(start.elapsed().as_secs_f64() * 1e6);
     }
     let call = Times::of(us);

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 use fused_mh::model_run::Preconditioning;
 
@@ -44,9 +44,9 @@ impl From<PreconditionName> for Preconditioning {
 /// Options of `host sample`.
 #[derive(Args, Debug, Clone)]
 pub struct SampleArgs {
-    /// The model.
-    #[arg(long, value_enum)]
-    pub(crate) model: ModelName,
+    /// The model (with --resume: the resumed run's).
+    #[arg(long, value_enum, required_unless_present = "resume")]
+    pub(crate) model: Option<ModelName>,
     /// The design matrix `[N, K]` (.npy, float32 or float64; the columns as given: add a column
     /// of ones for an intercept). linreg, logreg.
     #[arg(long)]
@@ -109,7 +109,19 @@ pub struct SampleArgs {
     /// Run on the CPU reference instead of the GPU.
     #[arg(long)]
     pub(crate) cpu: bool,
-    /// The output directory (new): summary.json and draws.npy `[chains, draws, params]`.
+    /// Continue the run in DIR (an earlier `sample`'s output): its chains from their final
+    /// states (`states.npy`), with its frozen step size and proposal factor, its random stream
+    /// from where it stopped, no warm-up; --steps more steps. The model, its priors, the chains,
+    /// the seed and the superchains are the run's (those options are refused); its data files
+    /// are read from where it read them, or from --x, --y, ... if given, and must be the same
+    /// data (their BLAKE3 digests are in its summary.json).
+    #[arg(long, value_name = "DIR", conflicts_with_all = [
+        "model", "beta_prior", "sigma_prior", "mu_prior", "tau_prior", "chains", "warmup",
+        "seed", "target_accept", "precondition", "superchain_size",
+    ])]
+    pub(crate) resume: Option<PathBuf>,
+    /// The output directory (new): summary.json, draws.npy `[chains, draws, params]` and
+    /// states.npy `[chains, params]` (the final states, unconstrained: what --resume reads).
     #[arg(long)]
     pub(crate) out: PathBuf,
 }
@@ -119,7 +131,8 @@ impl SampleArgs {
     /// than their default, or a file).
     pub fn check_options(&self) -> Result<()> {
         use ModelName::*;
-        let uses = |models: &[ModelName]| models.contains(&self.model);
+        let model = self.model()?;
+        let uses = |models: &[ModelName]| models.contains(&model);
         let files = [
             ("--x", self.x.is_some(), uses(&[Linreg, Logreg])),
             ("--y", self.y.is_some(), uses(&[Linreg, Logreg, HierNormal])),
@@ -154,16 +167,72 @@ impl SampleArgs {
         ];
         for (option, given, used) in files {
             if given && !used {
-                bail!("{option} is not an option of --model {}", self.model_name());
+                bail!("{option} is not an option of --model {}", name(model));
             }
         }
         Ok(())
     }
 
-    /// The model's name as the command line spells it.
-    pub fn model_name(&self) -> String {
+    /// The data files' options by their names in the summary (`x`, `cov_factor`, ...).
+    pub fn data_files(&self) -> [(&'static str, &Option<PathBuf>); 6] {
+        [
+            ("x", &self.x),
+            ("y", &self.y),
+            ("se", &self.se),
+            ("mean", &self.mean),
+            ("cov_factor", &self.cov_factor),
+            ("prec_factor", &self.prec_factor),
+        ]
+    }
+
+    /// As [`SampleArgs::data_files`], to fill in.
+    pub fn data_files_mut(&mut self) -> [(&'static str, &mut Option<PathBuf>); 6] {
+        [
+            ("x", &mut self.x),
+            ("y", &mut self.y),
+            ("se", &mut self.se),
+            ("mean", &mut self.mean),
+            ("cov_factor", &mut self.cov_factor),
+            ("prec_factor", &mut self.prec_factor),
+        ]
+    }
+
+    /// The priors' options of `model` by name, with their text.
+    pub fn priors(&self, model: ModelName) -> Vec<(&'static str, &str)> {
+        match model {
+            ModelName::Linreg => vec![
+                ("beta_prior", self.beta_prior.as_str()),
+                ("sigma_prior", self.sigma_prior.as_str()),
+            ],
+            ModelName::Logreg => vec![("beta_prior", self.beta_prior.as_str())],
+            ModelName::HierNormal => vec![
+                ("mu_prior", self.mu_prior.as_str()),
+                ("tau_prior", self.tau_prior.as_str()),
+            ],
+            ModelName::DenseGaussian => vec![],
+        }
+    }
+
+    /// The model: `--model`, or the resumed run's (filled in by `Resumed::apply`).
+    pub fn model(&self) -> Result<ModelName> {
         self.model
-            .to_possible_value()
-            .map_or_else(String::new, |v| v.get_name().to_string())
+            .ok_or_else(|| anyhow!("--model is needed (or --resume DIR)"))
+    }
+}
+
+/// A model's name as the command line spells it.
+pub fn name(model: ModelName) -> String {
+    model
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_string())
+}
+
+impl ModelName {
+    /// The model called `text` on the command line.
+    pub fn from_name(text: &str) -> Option<ModelName> {
+        ModelName::value_variants()
+            .iter()
+            .copied()
+            .find(|&m| name(m) == text)
     }
 }

@@ -6,13 +6,17 @@
 //! - `summary.json`: per parameter (`beta[1]`, ..., `sigma`) its mean, sd, 5/50/95 %
 //!   quantiles, nested R-hat and ESS (split superchains, `ModelSample::diagnostics`), whether
 //!   every nested R-hat is below 1.01, the acceptance, the frozen step size and proposal
-//!   factor, and the seconds of sampling and of the whole process.
+//!   factor, the data files read (paths and digests), the priors, the step counter where the
+//!   run started and stopped, and the seconds of sampling and of the whole process.
+//! - `states.npy`: `[chains, params]` float32, the final states on the unconstrained scale:
+//!   where `--resume DIR` continues ([`resume`]).
 //!
 //! Why not `host run --target linreg`: `run`'s options (--mu, --sigma, --df, --init,
 //! --resume, --until-rhat, ...) are those of the separable targets; a command of its own keeps
 //! every option meaningful, and refuses those of the other models (`SampleArgs::check_options`).
 
 mod args;
+mod resume;
 
 use std::path::Path;
 use std::time::Instant;
@@ -20,18 +24,24 @@ use std::time::Instant;
 use anyhow::{Context, Result, anyhow, bail};
 use fused_mh::kernel::model::Factor;
 use fused_mh::model_inputs::{Matrix, ModelInputs};
-use fused_mh::model_run::{ModelRun, ModelSample};
+use fused_mh::model_run::{Continuation, ModelRun, ModelSample};
 use fused_mh::{Error, Gpu};
 use serde_json::json;
 
 use args::ModelName;
 pub use args::SampleArgs;
+use resume::Resumed;
 
 use crate::npy;
 use crate::outdir::OutputDir;
 
 /// Runs `host sample` (see the module documentation).
-pub fn run(args: SampleArgs, started: Instant) -> Result<()> {
+pub fn run(mut args: SampleArgs, started: Instant) -> Result<()> {
+    let resumed = args.resume.as_deref().map(Resumed::open).transpose()?;
+    if let Some(resumed) = &resumed {
+        resumed.apply(&mut args)?;
+    }
+    let model = args.model()?;
     args.check_options()?;
     let run = ModelRun {
         chains: args.chains,
@@ -43,18 +53,14 @@ pub fn run(args: SampleArgs, started: Instant) -> Result<()> {
         preconditioning: args.precondition.into(),
         superchain_size: args.superchain_size,
     };
-    let inputs: Vec<&Path> = [
-        &args.x,
-        &args.y,
-        &args.se,
-        &args.mean,
-        &args.cov_factor,
-        &args.prec_factor,
-    ]
-    .into_iter()
-    .flatten()
-    .map(|p| p.as_path())
-    .collect();
+    let states_read = resumed.as_ref().map(|r| r.dir().join("states.npy"));
+    let inputs: Vec<&Path> = args
+        .data_files()
+        .into_iter()
+        .filter_map(|(_, path)| path.as_deref())
+        .chain(states_read.as_deref())
+        .collect();
+    let recorded = record_inputs(&args)?;
     let out = OutputDir::prepare(&args.out, false, &inputs)?;
     let gpu = if args.cpu {
         None
@@ -62,7 +68,8 @@ pub fn run(args: SampleArgs, started: Instant) -> Result<()> {
         Some(Gpu::open(0).context("--cpu runs without a GPU")?)
     };
     let sampling = Instant::now();
-    let (sample, names) = sample_model(&args, &run, gpu.as_ref())?;
+    let from = resumed.as_ref().map(|r| &r.from);
+    let (sample, names) = sample_model(&args, model, &run, from, gpu.as_ref())?;
     let sampling_s = sampling.elapsed().as_secs_f64();
     let diagnostics = sample
         .diagnostics(run.superchain_size)
@@ -78,7 +85,67 @@ pub fn run(args: SampleArgs, started: Instant) -> Result<()> {
             by_chain.extend_from_slice(&sample.draws[(t * chains + c) * dim..][..dim]);
         }
     }
-    npy::write(&out.path("draws.npy"), &[chains, kept, dim], &by_chain)?;
+    let draws_digest = npy::write(&out.path("draws.npy"), &[chains, kept, dim], &by_chain)?;
+    let states_digest = npy::write(&out.path("states.npy"), &[chains, dim], &sample.states)?;
+    let params = summarize(&by_chain, &names, &diagnostics);
+    let converged = diagnostics
+        .nested_rhat
+        .iter()
+        .all(|&r| r < fused_mh::diagnostics::RHAT_THRESHOLD);
+    let precondition = match &resumed {
+        Some(r) => r.precondition().to_string(),
+        None => format!("{:?}", run.preconditioning).to_lowercase(),
+    };
+    let priors: serde_json::Map<String, serde_json::Value> = args
+        .priors(model)
+        .into_iter()
+        .map(|(name, text)| (name.to_string(), json!(text)))
+        .collect();
+    let files = ["draws.npy", "states.npy", "summary.json"];
+    let summary = json!({
+        "written_by": resume::WRITTEN_BY,
+        "command": "sample",
+        "model": args::name(model),
+        "device": gpu.as_ref().map_or("cpu".to_string(), |g| g.name().to_string()),
+        "chains": chains, "warmup": run.warmup, "steps": run.steps, "thin": run.thin,
+        "seed": run.seed, "superchain_size": run.superchain_size,
+        "precondition": precondition,
+        "priors": priors,
+        "inputs": recorded,
+        "resumed_from": resumed.as_ref().map(|r| r.dir().display().to_string()),
+        "first_step": from.map_or(0, |f| f.first_step),
+        "next_step": sample.next_step,
+        "names": names,
+        "params": params,
+        "converged": converged,
+        "acceptance": sample.acceptance,
+        "step_size": sample.step_size,
+        "factor": sample.factor,
+        "sampling_seconds": sampling_s,
+        "process_seconds": started.elapsed().as_secs_f64(),
+        "files": files,
+        "digests": {"draws.npy": draws_digest, "states.npy": states_digest},
+    });
+    out.write_text("summary.json", &serde_json::to_string_pretty(&summary)?)?;
+    let dest = out.commit(&files)?;
+    crate::note!(
+        "{} chains x {kept} draws of {dim} parameters in {sampling_s:.3} s; nested R-hat {} 1.01; \
+         wrote {}",
+        chains,
+        if converged { "below" } else { "NOT below" },
+        dest.display()
+    );
+    Ok(())
+}
+
+/// Each parameter's mean, sd, 5/50/95 % quantiles, nested R-hat and ESS, by name, from the
+/// draws `[chains, kept, dim]`.
+fn summarize(
+    by_chain: &[f32],
+    names: &[String],
+    diagnostics: &fused_mh::Diagnostics,
+) -> serde_json::Map<String, serde_json::Value> {
+    let dim = names.len();
     let mut params = serde_json::Map::new();
     for (d, name) in names.iter().enumerate() {
         let mut values: Vec<f64> = by_chain[d..]
@@ -97,37 +164,28 @@ pub fn run(args: SampleArgs, started: Instant) -> Result<()> {
                    "nested_rhat": diagnostics.nested_rhat[d], "ess": diagnostics.ess[d]}),
         );
     }
-    let converged = diagnostics
-        .nested_rhat
-        .iter()
-        .all(|&r| r < fused_mh::diagnostics::RHAT_THRESHOLD);
-    let summary = json!({
-        "command": "sample",
-        "model": args.model_name(),
-        "device": gpu.as_ref().map_or("cpu".to_string(), |g| g.name().to_string()),
-        "chains": chains, "warmup": run.warmup, "steps": run.steps, "thin": run.thin,
-        "seed": run.seed, "superchain_size": run.superchain_size,
-        "precondition": format!("{:?}", run.preconditioning).to_lowercase(),
-        "names": names,
-        "params": params,
-        "converged": converged,
-        "acceptance": sample.acceptance,
-        "step_size": sample.step_size,
-        "factor": sample.factor,
-        "sampling_seconds": sampling_s,
-        "process_seconds": started.elapsed().as_secs_f64(),
-        "files": ["draws.npy", "summary.json"],
-    });
-    out.write_text("summary.json", &serde_json::to_string_pretty(&summary)?)?;
-    let dest = out.commit(&["draws.npy", "summary.json"])?;
-    crate::note!(
-        "{} chains x {kept} draws of {dim} parameters in {sampling_s:.3} s; nested R-hat {} 1.01; \
-         wrote {}",
-        chains,
-        if converged { "below" } else { "NOT below" },
-        dest.display()
-    );
-    Ok(())
+    params
+}
+
+/// The data files the run reads, by name: each one's absolute path and BLAKE3 digest (what a
+/// `--resume` of this run checks).
+fn record_inputs(args: &SampleArgs) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let mut recorded = serde_json::Map::new();
+    for (name, path) in args.data_files() {
+        let Some(path) = path else { continue };
+        let flag = resume::flag(name);
+        let absolute =
+            std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))?;
+        let Some(text) = absolute.to_str() else {
+            bail!(
+                "{flag} {}: the path is not UTF-8, which summary.json cannot record",
+                path.display()
+            );
+        };
+        let digest = npy::digest(path).with_context(|| format!("{flag} {}", path.display()))?;
+        recorded.insert(name.into(), json!({"path": text, "blake3": digest}));
+    }
+    Ok(recorded)
 }
 
 /// A `.npy` file's data, checked to have `dims` dimensions (`option` names the flag).
@@ -150,14 +208,16 @@ fn read(option: &str, path: &Option<std::path::PathBuf>, dims: usize) -> Result<
 /// the parameters' names. A refused input is reported by its flag.
 fn sample_model(
     args: &SampleArgs,
+    model: ModelName,
     run: &ModelRun,
+    from: Option<&Continuation>,
     gpu: Option<&Gpu>,
 ) -> Result<(ModelSample, Vec<String>)> {
     let (x, y, se, mean);
-    let inputs = match args.model {
+    let inputs = match model {
         ModelName::Linreg | ModelName::Logreg => {
             (x, y) = (read("--x", &args.x, 2)?, read("--y", &args.y, 1)?);
-            if args.model == ModelName::Linreg {
+            if model == ModelName::Linreg {
                 ModelInputs::LinearRegression {
                     x: matrix(&x),
                     y: &y.data,
@@ -195,7 +255,7 @@ fn sample_model(
             }
         }
     };
-    match inputs.sample(run, gpu) {
+    match inputs.sample(run, from, gpu) {
         Ok(named) => Ok((named.sample, named.names)),
         Err(Error::BadModelInput { input, why }) => {
             bail!("--{}: {why}", input.name().replace('_', "-"))

@@ -11,6 +11,7 @@ mod leftovers;
 mod memory;
 mod options;
 mod resume_checks;
+mod sample_resume;
 mod special_files;
 mod targets;
 mod warmup;
@@ -464,6 +465,7 @@ fn main() -> std::process::ExitCode {
     trials.extend(memory::trials(gpu));
     trials.extend(leftovers::trials());
     trials.extend(resume_checks::trials());
+    trials.extend(sample_resume::trials(gpu));
     trials.extend(special_files::trials());
     trials.extend(targets::trials());
     trials.extend(warmup::trials(gpu));

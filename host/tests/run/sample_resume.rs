@@ -1,0 +1,200 @@
+//! `host sample --resume DIR`: a continuation draws what the run would have drawn next, to the
+//! bit, and refuses what would make it another run (changed data, a changed record, edited
+//! states, the options the resumed run fixed).
+
+use std::fs;
+use std::path::Path;
+
+use libtest_mimic::{Failed, Trial};
+
+use crate::common::{expect_code, load, program, save, scratch, snapshot};
+
+/// A linear regression's data in `dir`: `x.npy` `[200, 2]` (an intercept and a covariate) and
+/// `y.npy` `[200]`, from a fixed arithmetic sequence (no random numbers needed).
+fn regression(dir: &Path) {
+    let rows = 200;
+    let covariate = |n: usize| ((n * 7919 % 200) as f32 - 100.0) / 50.0;
+    let x: Vec<f32> = (0..rows).flat_map(|n| [1.0, covariate(n)]).collect();
+    let noise = |n: usize| ((n * 104729 % 101) as f32 - 50.0) / 100.0;
+    let y: Vec<f32> = (0..rows)
+        .map(|n| 1.0 + 2.0 * covariate(n) + noise(n))
+        .collect();
+    save(&dir.join("x.npy"), &[rows as u64, 2], &x);
+    save(&dir.join("y.npy"), &[rows as u64], &y);
+}
+
+/// `host sample ARGS` in `dir`, on the CPU unless `on_gpu`.
+fn sample(dir: &Path, on_gpu: bool, args: &[&str]) -> std::process::Output {
+    let mut all = vec!["sample"];
+    all.extend_from_slice(args);
+    if !on_gpu {
+        all.push("--cpu");
+    }
+    program(dir, &all)
+}
+
+/// The new run's options: 64 chains in superchains of 8, 100 warm-up steps, every 2nd kept.
+const NEW: [&str; 16] = [
+    "--model",
+    "linreg",
+    "--x",
+    "x.npy",
+    "--y",
+    "y.npy",
+    "--sigma-prior",
+    "half-normal:2",
+    "--chains",
+    "64",
+    "--superchain-size",
+    "8",
+    "--warmup",
+    "100",
+    "--thin",
+    "2",
+];
+
+/// A run of 40 steps continued by one of 60 gives the draws and the final states of one run of
+/// 100 steps, bit for bit (the proposal is frozen after the warm-up, and each step's random
+/// numbers depend on its counter alone); the continuation's summary records where it started
+/// and stopped, and the run it continued.
+fn continuation_equals_one_run(on_gpu: bool) -> Result<(), Failed> {
+    let dir = scratch(if on_gpu {
+        "sample-resume-gpu"
+    } else {
+        "sample-resume-cpu"
+    });
+    regression(&dir);
+    let run = |args: &[&str]| {
+        let out = sample(&dir, on_gpu, args);
+        expect_code(&out, 0, &format!("host sample {args:?}")).map(|_| ())
+    };
+    run(&[&NEW[..], &["--steps", "40", "--out", "first"]].concat())?;
+    run(&[
+        "--resume", "first", "--steps", "60", "--thin", "2", "--out", "next",
+    ])?;
+    run(&[&NEW[..], &["--steps", "100", "--out", "whole"]].concat())?;
+    let (first_shape, first) = load::<f32>(&dir.join("first/draws.npy"));
+    let (next_shape, next) = load::<f32>(&dir.join("next/draws.npy"));
+    let (whole_shape, whole) = load::<f32>(&dir.join("whole/draws.npy"));
+    if first_shape != [64, 20, 3] || next_shape != [64, 30, 3] || whole_shape != [64, 50, 3] {
+        return Err(format!("shapes {first_shape:?} {next_shape:?} {whole_shape:?}").into());
+    }
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for chain in 0..64 {
+        let joined = [
+            &first[chain * 60..(chain + 1) * 60],
+            &next[chain * 90..(chain + 1) * 90],
+        ]
+        .concat();
+        if bits(&joined) != bits(&whole[chain * 150..(chain + 1) * 150]) {
+            return Err(format!("chain {chain}: the continued draws differ from one run's").into());
+        }
+    }
+    let (_, states) = load::<f32>(&dir.join("next/states.npy"));
+    let (_, whole_states) = load::<f32>(&dir.join("whole/states.npy"));
+    if bits(&states) != bits(&whole_states) {
+        return Err("the continued final states differ from one run's".into());
+    }
+    let summary: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("next/summary.json"))?)?;
+    let want = (140, 200, 0, "first");
+    let got = (
+        summary["first_step"].as_u64(),
+        summary["next_step"].as_u64(),
+        summary["warmup"].as_u64(),
+        summary["resumed_from"].as_str(),
+    );
+    if got != (Some(want.0), Some(want.1), Some(want.2), Some(want.3)) {
+        return Err(format!("the continuation's summary records {got:?}").into());
+    }
+    Ok(())
+}
+
+/// Each way a continuation could sample another model or replay random numbers is refused
+/// with a message naming the flag or file, and leaves every file as it was.
+fn continuations_refused() -> Result<(), Failed> {
+    let dir = scratch("sample-resume-refused");
+    regression(&dir);
+    let out = sample(
+        &dir,
+        false,
+        &[&NEW[..], &["--steps", "20", "--out", "first"]].concat(),
+    );
+    expect_code(&out, 0, "the run to continue")?;
+    let refused = |args: &[&str], code: i32, message: &str| -> Result<(), Failed> {
+        let before = snapshot(&dir);
+        let out = sample(&dir, false, args);
+        let stderr = expect_code(&out, code, &format!("{args:?}"))?;
+        if !stderr.contains(message) {
+            return Err(format!("{args:?}: {stderr:?} does not say {message:?}").into());
+        }
+        if snapshot(&dir) != before {
+            return Err(format!("{args:?} changed the directory").into());
+        }
+        Ok(())
+    };
+    let resume = [
+        "--resume", "first", "--steps", "20", "--thin", "2", "--out", "next",
+    ];
+    // The options the resumed run fixed (clap's usage error, exit 2).
+    for option in [["--chains", "32"], ["--seed", "3"], ["--warmup", "50"]] {
+        refused(&[&resume[..], &option].concat(), 2, option[0])?;
+    }
+    refused(
+        &[&resume[..], &["--sigma-prior", "flat"]].concat(),
+        2,
+        "--sigma-prior",
+    )?;
+    // Other data under a flag, or a flag the model has no file for.
+    refused(
+        &[&resume[..], &["--x", "y.npy"]].concat(),
+        1,
+        "--x y.npy: not the data",
+    )?;
+    refused(&[&resume[..], &["--se", "y.npy"]].concat(), 1, "--se")?;
+    // The data changed where the run read it.
+    let original = fs::read(dir.join("y.npy"))?;
+    save(&dir.join("y.npy"), &[200], &[0.5f32; 200]);
+    refused(&resume, 1, "y.npy: not the data")?;
+    fs::write(dir.join("y.npy"), &original)?;
+    // Edited states, and an edited step counter.
+    let states = fs::read(dir.join("first/states.npy"))?;
+    let (shape, mut values) = load::<f32>(&dir.join("first/states.npy"));
+    values[0] += 1.0;
+    save(&dir.join("first/states.npy"), &shape, &values);
+    refused(&resume, 1, "states.npy is not the one the run wrote")?;
+    fs::write(dir.join("first/states.npy"), &states)?;
+    let summary_path = dir.join("first/summary.json");
+    let summary = fs::read_to_string(&summary_path)?;
+    let edited = summary.replace("\"next_step\": 120", "\"next_step\": 100");
+    if edited == summary {
+        return Err("the summary does not record next_step 120".into());
+    }
+    fs::write(&summary_path, edited)?;
+    refused(&resume, 1, "replay or skip random numbers")?;
+    fs::write(&summary_path, summary)?;
+    // A directory that is not a sample run's.
+    fs::create_dir(dir.join("empty"))?;
+    refused(
+        &["--resume", "empty", "--steps", "20", "--out", "next"],
+        1,
+        "summary.json",
+    )?;
+    // Intact again: the continuation runs.
+    let out = sample(&dir, false, &resume);
+    expect_code(&out, 0, "the continuation after the checks").map(|_| ())
+}
+
+/// The tests of `host sample --resume`.
+pub fn trials(gpu: bool) -> Vec<Trial> {
+    vec![
+        Trial::test("sample_continuation_equals_one_run_cpu", || {
+            continuation_equals_one_run(false)
+        }),
+        Trial::test("sample_continuation_equals_one_run_gpu", || {
+            continuation_equals_one_run(true)
+        })
+        .with_ignored_flag(!gpu),
+        Trial::test("sample_continuations_refused", continuations_refused),
+    ]
+}
