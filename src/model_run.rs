@@ -113,6 +113,8 @@ pub struct ModelSample {
     pub kept: usize,
     /// The fraction of sampling steps accepted, over all chains.
     pub acceptance: f64,
+    /// `[chains]`: each chain's accepted sampling steps.
+    pub accepted: Vec<u64>,
     /// The frozen step size.
     pub step_size: f32,
     /// The frozen proposal factor `L`, `[dim, dim]` row-major, lower triangular.
@@ -310,23 +312,27 @@ pub(crate) fn run_schedule<S: Stepper>(
         }
     };
     let step_sizes = vec![s; run.chains];
-    let mut accepted = 0u64;
+    let mut accepted = vec![0u64; run.chains];
     let mut done = 0u32;
     while done < run.steps {
         let count = (run.steps - done).min(SAMPLING_STEPS_PER_CALL);
         let first = sampling_from + u64::from(done);
         let proposal = (factor.as_slice(), step_sizes.as_slice());
         let stepped = stepper.steps((first, count), proposal, false, Some(sampling_from))?;
-        accepted += stepped.accepted.iter().map(|&a| u64::from(a)).sum::<u64>();
+        for (total, &a) in accepted.iter_mut().zip(&stepped.accepted) {
+            *total += u64::from(a);
+        }
         done += count;
     }
+    let accepted_total: u64 = accepted.iter().sum();
     let (draws, states) = stepper.finish()?;
     Ok(ModelSample {
         dim,
         chains: run.chains,
         draws,
         kept: run.kept(),
-        acceptance: accepted as f64 / (f64::from(run.steps) * run.chains as f64),
+        acceptance: accepted_total as f64 / (f64::from(run.steps) * run.chains as f64),
+        accepted,
         step_size: s,
         factor,
         states,

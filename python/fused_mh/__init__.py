@@ -13,6 +13,9 @@ Models with data (regressions, the hierarchical normal, the dense Gaussian) are 
 
     post = fused_mh.sample(fused_mh.LogisticRegression(X, y), device="cuda")
     post.summary()["beta[1]"]
+
+and the same model objects take the Gaussian target's place in `run(x, model, step_size=...,
+steps=...)` and `Model(model)`: random-walk steps of the chains `x[B, params]`.
 """
 
 from ._functions import run, step, step_with_noise

@@ -88,9 +88,9 @@ def step_with_noise(x, mu, sigma, step_size, noise, uniform, *, target="gaussian
 def run(
     x,
     mu,
-    sigma,
-    step_size,
-    steps,
+    sigma=None,
+    step_size=None,
+    steps=None,
     seed=0,
     first_step=0,
     thin=0,
@@ -120,7 +120,20 @@ def run(
     device copy of `x` (`host run`): `x`, `mean` and `var` come back in the input's framework on
     its device, the counts and the trace as NumPy arrays.
 
-    `target` and its parameters as for `step`."""
+    `target` and its parameters as for `step`.
+
+    `run(x, model, step_size=..., steps=..., seed=0, first_step=0, thin=0)` with a model with
+    data (`LinearRegression`, ...) in `mu`'s place steps its chains `x[B, params]`
+    (unconstrained) instead: see `fused_mh._models.step_chains` (final `x`, `accepted_count`,
+    `trace` on the parameters' own scale)."""
+    from . import _models
+    if isinstance(mu, _models.MODELS):
+        if sigma is not None or step_size is None or steps is None or params:
+            raise TypeError("run(x, model, ...) takes step_size= and steps= (and seed=, "
+                            "first_step=, thin=) as keywords, and no target parameters")
+        return _models.step_chains(mu, x, step_size, steps, seed, first_step, thin)
+    if sigma is None or step_size is None or steps is None:
+        raise TypeError("run(x, mu, sigma, step_size, steps, ...) needs all five")
     t = _TargetCache(mu, sigma, target, **params)
     if is_gpu_array(x):
         return gpu_run(x, t, step_size, steps, seed, first_step, thin, steps_per_launch)

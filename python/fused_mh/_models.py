@@ -55,6 +55,7 @@ class _Regression:
     def __init__(self, x, y, priors):
         self.arrays = {"x": _data("x", x, 2), "y": _data("y", y, 1)}
         self.priors = {name: _priors(name, prior) for name, prior in priors.items()}
+        self.dim = self.arrays["x"].shape[1] + (1 if "sigma_prior" in priors else 0)
 
     def __repr__(self):
         n, k = self.arrays["x"].shape
@@ -90,6 +91,7 @@ class HierarchicalNormal:
 
     def __init__(self, y, se, *, mu_prior="normal:0,5", tau_prior="half-cauchy:5"):
         self.arrays = {"y": _data("y", y, 1), "se": _data("se", se, 1)}
+        self.dim = len(self.arrays["y"]) + 2
         self.priors = {"mu_prior": _priors("mu_prior", mu_prior),
                        "tau_prior": _priors("tau_prior", tau_prior)}
 
@@ -110,6 +112,7 @@ class DenseGaussian:
                         else ("prec_factor", prec_factor))
         self.arrays = {"mean": _data("mean", mean, 1), name: _data(name, factor, 2)}
         self.priors = {}
+        self.dim = len(self.arrays["mean"])
 
     def __repr__(self):
         return f"DenseGaussian(dim {len(self.arrays['mean'])})"
@@ -218,3 +221,50 @@ def sample(model, *, chains=None, warmup=None, steps=1000, thin=10, seed=None,
     result = _native.sample_model(model.kind, model.arrays, model.priors, run,
                                   device == "cuda", continuation)
     return Posterior(result, run["superchain_size"], run, model)
+
+
+MODELS = (LinearRegression, LogisticRegression, HierarchicalNormal, DenseGaussian)
+
+
+def _like(x, out):
+    """`out` (a NumPy array) in the framework and on the device of `x`."""
+    if is_torch_tensor(x):
+        import torch
+        return torch.from_numpy(out).to(x.device)
+    if type(x).__module__.startswith(("jax", "jaxlib")):
+        import jax
+        return jax.device_put(out, next(iter(x.devices())))
+    return out
+
+
+def step_chains(model, x, step_size, steps, seed=0, first_step=0, thin=0):
+    """`steps` random-walk steps of the chains `x[B, dim]` (unconstrained states, a scale as
+    its log) of `model`, proposal `x + step_size eps`, random numbers from `seed` and the step
+    counter `first_step` (`sample`'s scheme: the same chains as a resumed `sample` with that
+    proposal). On the GPU where `x` is a CUDA tensor or a JAX GPU array (the model's data
+    uploaded for the call), else the CPU reference. Returns the final states `x` (in the
+    framework and on the device of the input), `accepted_count[B]` (uint64) and, with
+    `thin > 0`, `trace[steps // thin, B, dim]`: every `thin`-th state on the parameters' own
+    scale (NumPy)."""
+    from ._arrays import is_gpu_array
+    states = _data("x", x, 2)
+    if states.shape[1] != model.dim:
+        raise ValueError(f"x has shape {tuple(states.shape)}: {model!r} has {model.dim} "
+                         "parameters per chain")
+    if int(steps) < 1 or int(thin) < 0:
+        raise ValueError(f"steps = {steps}, thin = {thin}: expected steps >= 1, thin >= 0")
+    if not (np.isfinite(step_size) and step_size > 0):
+        raise ValueError(f"step_size = {step_size}: expected a positive number")
+    chains = states.shape[0]
+    run = {"chains": chains, "warmup": 0, "steps": int(steps), "thin": int(thin) or int(steps),
+           "seed": int(seed), "target_accept": 0.234, "precondition": "none",
+           "superchain_size": 1}
+    resume = {"states": states, "factor": np.eye(model.dim, dtype=np.float32),
+              "step_size": float(step_size), "first_step": int(first_step)}
+    result = _native.sample_model(model.kind, model.arrays, model.priors, run,
+                                  is_gpu_array(x), resume, False)
+    out = {"x": _like(x, result["states"]), "accepted_count": result["accepted"],
+           "steps": int(steps)}
+    if thin:
+        out["trace"] = np.ascontiguousarray(result["draws"].transpose(1, 0, 2))
+    return out

@@ -99,11 +99,13 @@ fn continuation(resume: &Bound<'_, PyDict>) -> PyResult<Continuation> {
 /// Samples the model `kind` (`linreg`, `logreg`, `hier-normal`, `dense-gaussian`) from its
 /// `arrays` and `priors` (by argument name) with the `run` settings, new or continuing
 /// `resume` ([`continuation`]), on the GPU when `gpu`: a dict of `draws[chains, draws,
-/// params]` (float32, ArviZ's order), `names`, `acceptance`, `step_size`, `factor[params,
-/// params]`, `nested_rhat` and `ess` per parameter, the final `states[chains, params]`
+/// params]` (float32, ArviZ's order), `names`, `acceptance`, `accepted[chains]` (each chain's
+/// accepted steps), `step_size`, `factor[params, params]`, `nested_rhat` and `ess` per
+/// parameter (None without `diagnostics`), the final `states[chains, params]`
 /// (unconstrained) and the `next_step` counter.
 #[pyfunction]
-#[pyo3(signature = (kind, arrays, priors, run, gpu, resume=None))]
+#[pyo3(signature = (kind, arrays, priors, run, gpu, resume=None, diagnostics=true))]
+#[allow(clippy::too_many_arguments)]
 pub fn sample_model<'py>(
     py: Python<'py>,
     kind: &str,
@@ -112,6 +114,7 @@ pub fn sample_model<'py>(
     run: &Bound<'py, PyDict>,
     gpu: bool,
     resume: Option<&Bound<'py, PyDict>>,
+    diagnostics: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let run = settings(run)?;
     let from = resume.map(continuation).transpose()?;
@@ -156,7 +159,9 @@ pub fn sample_model<'py>(
         .detach(|| {
             let device = gpu.then(|| Gpu::open(0)).transpose()?;
             let named = inputs.sample(&run, from.as_ref(), device.as_ref())?;
-            let diagnostics = named.sample.diagnostics(run.superchain_size)?;
+            let diagnostics = diagnostics
+                .then(|| named.sample.diagnostics(run.superchain_size))
+                .transpose()?;
             Ok::<_, fused_mh::Error>((named, diagnostics))
         })
         .map_err(to_py);
@@ -177,11 +182,16 @@ pub fn sample_model<'py>(
     result.set_item("step_size", sample.step_size)?;
     let factor = Array2::from_shape_vec((dim, dim), sample.factor).map_err(bad)?;
     result.set_item("factor", factor.into_pyarray(py))?;
-    result.set_item(
-        "nested_rhat",
-        Array1::from(diagnostics.nested_rhat).into_pyarray(py),
-    )?;
-    result.set_item("ess", Array1::from(diagnostics.ess).into_pyarray(py))?;
+    result.set_item("accepted", Array1::from(sample.accepted).into_pyarray(py))?;
+    let (nested_rhat, ess) = match diagnostics {
+        Some(d) => (
+            Some(Array1::from(d.nested_rhat).into_pyarray(py)),
+            Some(Array1::from(d.ess).into_pyarray(py)),
+        ),
+        None => (None, None),
+    };
+    result.set_item("nested_rhat", nested_rhat)?;
+    result.set_item("ess", ess)?;
     let states = Array2::from_shape_vec((chains, dim), sample.states).map_err(bad)?;
     result.set_item("states", states.into_pyarray(py))?;
     result.set_item("next_step", sample.next_step)?;

@@ -165,3 +165,57 @@ def test_resume_continues_the_run():
         fused_mh.sample(other, device="cpu", resume=first)
     with pytest.raises(TypeError, match="Posterior"):
         fused_mh.sample(model, device="cpu", resume={"states": first.states})
+
+
+def test_model_objects_in_run_and_model():
+    """`run(x, model, ...)` and `Model(model)` step a model's chains as a resumed `sample` does
+    (a run without preconditioning has the identity factor, so its continuation is the plain
+    random walk they take): the same trace, final states and accepted counts, to the bit, in
+    one call of 60 steps or in 60 calls of one."""
+    x, y = regression_data(True)
+    model = fused_mh.LogisticRegression(x, y, beta_prior="normal:0,5")
+    first = fused_mh.sample(model, chains=64, warmup=100, steps=40, thin=2, seed=3,
+                            superchain_size=8, precondition="none", device="cpu")
+    assert np.array_equal(first.factor, np.eye(3))
+    more = fused_mh.sample(model, steps=60, thin=2, device="cpu", resume=first)
+    out = fused_mh.run(first.states, model, step_size=first.step_size, steps=60, seed=3,
+                       first_step=first.next_step, thin=2)
+    assert np.array_equal(out["trace"], more.draws.transpose(1, 0, 2))
+    assert np.array_equal(out["x"], more.states)
+    assert out["accepted_count"].dtype == np.uint64
+    assert out["accepted_count"].sum() == round(more.acceptance * 60 * 64)
+    stepper = fused_mh.Model(model, step_size=first.step_size, seed=3)
+    stepper.step = first.next_step
+    states, accepted = first.states, np.zeros(64, np.uint64)
+    for _ in range(60):
+        states, moved = stepper(states)
+        accepted += moved
+    assert np.array_equal(states, more.states)
+    assert np.array_equal(accepted, out["accepted_count"])
+    with pytest.raises(ValueError, match="3 parameters per chain"):
+        fused_mh.run(np.zeros((64, 2), np.float32), model, step_size=0.1, steps=5)
+    with pytest.raises(TypeError, match="keywords"):
+        fused_mh.run(first.states, model, 0.1, 5)
+    with pytest.raises(AttributeError, match="no mu and sigma"):
+        stepper.mu
+
+
+def test_model_steps_keep_the_target():
+    """Started from exact draws of a dense Gaussian (correlation 0.9, scales 1 and 3), 50 steps
+    of 4096 chains leave them distributed as the target (a Metropolis-Hastings step keeps its
+    target): the chains' final means within 5 standard errors of the target's (sd / 64 here),
+    their variances and covariance within 12 % of sd_i sd_j (5 standard errors of a variance from 4096
+    draws, sqrt(2 / 4096) = 2.2 % each), and some but not all proposals accepted."""
+    mean = np.array([1.0, -2.0])
+    cov = np.array([[1.0, 2.7], [2.7, 9.0]])
+    factor = np.linalg.cholesky(cov)
+    model = fused_mh.DenseGaussian(mean, cov_factor=factor)
+    rng = np.random.default_rng(11)
+    x0 = (mean + rng.standard_normal((4096, 2)) @ factor.T).astype(np.float32)
+    out = fused_mh.run(x0, model, step_size=0.8, steps=50, seed=1)
+    final = out["x"].astype(np.float64)
+    assert np.all(np.abs(final.mean(0) - mean) < 5 * np.sqrt(np.diag(cov)) / 64)
+    scale = np.sqrt(np.outer(np.diag(cov), np.diag(cov)))
+    assert np.all(np.abs(np.cov(final.T) - cov) < 0.12 * scale)
+    rate = out["accepted_count"].sum() / (4096 * 50)
+    assert 0.05 < rate < 0.95
