@@ -91,9 +91,9 @@ pub struct SampleArgs {
     /// Sampling steps after the warm-up.
     #[arg(long, default_value_t = 1000)]
     pub(crate) steps: u32,
-    /// Keep every THIN-th sampling step.
-    #[arg(long, default_value_t = 10)]
-    pub(crate) thin: u32,
+    /// Keep every THIN-th sampling step [default: 10; with --resume: the resumed run's].
+    #[arg(long)]
+    pub(crate) thin: Option<u32>,
     /// Seed of the random numbers and the starts.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
@@ -112,7 +112,8 @@ pub struct SampleArgs {
     /// Continue the run in DIR (an earlier `sample`'s output): its chains from their final
     /// states (`states.npy`), with its frozen step size and proposal factor, its random stream
     /// from where it stopped, no warm-up; --steps more steps. The model, its priors, the chains,
-    /// the seed and the superchains are the run's (those options are refused); its data files
+    /// the seed and the superchains are the run's (those options are refused), and so is
+    /// --thin unless given; its data files
     /// are read from where it read them, or from --x, --y, ... if given, and must be the same
     /// data (their BLAKE3 digests are in its summary.json).
     #[arg(long, value_name = "DIR", conflicts_with_all = [

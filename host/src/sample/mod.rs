@@ -32,6 +32,9 @@ use args::ModelName;
 pub use args::SampleArgs;
 use resume::Resumed;
 
+/// Kept steps: every 10th (`--thin`).
+const DEFAULT_THIN: u32 = 10;
+
 use crate::npy;
 use crate::outdir::OutputDir;
 
@@ -47,7 +50,7 @@ pub fn run(mut args: SampleArgs, started: Instant) -> Result<()> {
         chains: args.chains,
         warmup: args.warmup,
         steps: args.steps,
-        thin: args.thin,
+        thin: args.thin.unwrap_or(DEFAULT_THIN),
         seed: args.seed,
         target_acceptance: args.target_accept,
         preconditioning: args.precondition.into(),

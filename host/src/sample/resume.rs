@@ -1,7 +1,8 @@
 //! `host sample --resume DIR`: what an earlier `sample` recorded in `DIR/summary.json`, checked,
 //! and the run that continues it.
 //!
-//! A continuation takes the earlier run's model, priors, chains, seed and superchains, its data
+//! A continuation takes the earlier run's model, priors, chains, seed, superchains and thinning
+//! (unless --thin is given), its data
 //! files (from where it read them, or from the flags if given: moved files), its final states
 //! (`states.npy`) and its frozen step size and proposal factor, and draws its random numbers
 //! from the step where it stopped. Every file it reads must be the one the run recorded (BLAKE3
@@ -43,6 +44,7 @@ struct Record {
     first_step: u64,
     warmup: u32,
     steps: u32,
+    thin: u32,
     next_step: u64,
     step_size: f32,
     factor: Vec<f32>,
@@ -142,7 +144,7 @@ impl Resumed {
     }
 
     /// Fills `args` in with the run's model, priors, chains, seed and superchains, no warm-up,
-    /// and its data files where no flag moved them; checks every data file against the
+    /// its thinning unless --thin is given, and its data files where no flag moved them; checks every data file against the
     /// recorded digest.
     pub fn apply(&self, args: &mut SampleArgs) -> Result<()> {
         let shown = self.dir.display();
@@ -152,6 +154,7 @@ impl Resumed {
         args.seed = record.seed;
         args.superchain_size = record.superchain_size;
         args.warmup = 0;
+        args.thin.get_or_insert(record.thin);
         for (name, prior) in [
             ("beta_prior", &mut args.beta_prior),
             ("sigma_prior", &mut args.sigma_prior),
