@@ -85,6 +85,17 @@ def like_input(x, out):
     return out
 
 
+def like_input_on_device(x, out):
+    """A host result (a NumPy array) in the framework and on the device of `x`: a tensor on
+    `x`'s device for a tensor, a JAX array on `x`'s device for a JAX array."""
+    if is_torch_tensor(x):
+        return torch_module().from_numpy(out).to(x.device)
+    if is_jax_array(x):
+        jax = jax_module()
+        return jax.device_put(out, next(iter(x.devices())))
+    return out
+
+
 def gpu_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     """One step of a GPU array `x` (a CUDA tensor or a JAX GPU array)."""
     if is_cuda_tensor(x):

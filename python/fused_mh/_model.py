@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._arrays import gpu_step, is_gpu_array
+from ._arrays import gpu_step, is_gpu_array, like_input_on_device
 from ._functions import _TargetCache, step
 
 
@@ -69,10 +69,10 @@ class Model:
 
     def forward(self, x):
         if self._data_model is not None:
-            from ._models import _like, step_chains
+            from ._models import step_chains
             out = step_chains(self._data_model, x, self.step_size, 1, self.seed, self.step)
             self.step += 1
-            return out["x"], _like(x, out["accepted_count"] > 0)
+            return out["x"], like_input_on_device(x, out["accepted_count"] > 0)
         if is_gpu_array(x):
             out = gpu_step(x, self._target, self.step_size, seed=self.seed, step=self.step)
         else:
@@ -82,4 +82,3 @@ class Model:
         return out
 
     __call__ = forward
-

@@ -24,7 +24,7 @@ import hashlib
 import numpy as np
 
 from . import _native
-from ._arrays import is_torch_tensor
+from ._arrays import is_gpu_array, is_torch_tensor, like_input_on_device
 
 
 def _data(name, a, ndim):
@@ -226,17 +226,6 @@ def sample(model, *, chains=None, warmup=None, steps=1000, thin=10, seed=None,
 MODELS = (LinearRegression, LogisticRegression, HierarchicalNormal, DenseGaussian)
 
 
-def _like(x, out):
-    """`out` (a NumPy array) in the framework and on the device of `x`."""
-    if is_torch_tensor(x):
-        import torch
-        return torch.from_numpy(out).to(x.device)
-    if type(x).__module__.startswith(("jax", "jaxlib")):
-        import jax
-        return jax.device_put(out, next(iter(x.devices())))
-    return out
-
-
 def step_chains(model, x, step_size, steps, seed=0, first_step=0, thin=0):
     """`steps` random-walk steps of the chains `x[B, dim]` (unconstrained states, a scale as
     its log) of `model`, proposal `x + step_size eps`, random numbers from `seed` and the step
@@ -246,7 +235,6 @@ def step_chains(model, x, step_size, steps, seed=0, first_step=0, thin=0):
     framework and on the device of the input), `accepted_count[B]` (uint64) and, with
     `thin > 0`, `trace[steps // thin, B, dim]`: every `thin`-th state on the parameters' own
     scale (NumPy)."""
-    from ._arrays import is_gpu_array
     states = _data("x", x, 2)
     if states.shape[1] != model.dim:
         raise ValueError(f"x has shape {tuple(states.shape)}: {model!r} has {model.dim} "
@@ -263,7 +251,7 @@ def step_chains(model, x, step_size, steps, seed=0, first_step=0, thin=0):
               "step_size": float(step_size), "first_step": int(first_step)}
     result = _native.sample_model(model.kind, model.arrays, model.priors, run,
                                   is_gpu_array(x), resume, False)
-    out = {"x": _like(x, result["states"]), "accepted_count": result["accepted"],
+    out = {"x": like_input_on_device(x, result["states"]), "accepted_count": result["accepted"],
            "steps": int(steps)}
     if thin:
         out["trace"] = np.ascontiguousarray(result["draws"].transpose(1, 0, 2))

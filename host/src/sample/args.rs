@@ -113,9 +113,9 @@ pub struct SampleArgs {
     /// states (`states.npy`), with its frozen step size and proposal factor, its random stream
     /// from where it stopped, no warm-up; --steps more steps. The model, its priors, the chains,
     /// the seed and the superchains are the run's (those options are refused), and so is
-    /// --thin unless given; its data files
-    /// are read from where it read them, or from --x, --y, ... if given, and must be the same
-    /// data (their BLAKE3 digests are in its summary.json).
+    /// --thin unless given; its data files are read from where it read them, or from --x,
+    /// --y, ... if given, and must be the same data (their BLAKE3 digests are in its
+    /// summary.json).
     #[arg(long, value_name = "DIR", conflicts_with_all = [
         "model", "beta_prior", "sigma_prior", "mu_prior", "tau_prior", "chains", "warmup",
         "seed", "target_accept", "precondition", "superchain_size",

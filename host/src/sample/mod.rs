@@ -18,6 +18,7 @@
 mod args;
 mod resume;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -30,13 +31,13 @@ use serde_json::json;
 
 use args::ModelName;
 pub use args::SampleArgs;
-use resume::Resumed;
-
-/// Kept steps: every 10th (`--thin`).
-const DEFAULT_THIN: u32 = 10;
+use resume::{RecordedInput, Resumed};
 
 use crate::npy;
 use crate::outdir::OutputDir;
+
+/// Kept steps: every 10th (`--thin`).
+const DEFAULT_THIN: u32 = 10;
 
 /// Runs `host sample` (see the module documentation).
 pub fn run(mut args: SampleArgs, started: Instant) -> Result<()> {
@@ -64,6 +65,9 @@ pub fn run(mut args: SampleArgs, started: Instant) -> Result<()> {
         .chain(states_read.as_deref())
         .collect();
     let recorded = record_inputs(&args)?;
+    if let Some(resumed) = &resumed {
+        resumed.check_inputs(&args, &recorded)?;
+    }
     let out = OutputDir::prepare(&args.out, false, &inputs)?;
     let gpu = if args.cpu {
         None
@@ -172,21 +176,23 @@ fn summarize(
 
 /// The data files the run reads, by name: each one's absolute path and BLAKE3 digest (what a
 /// `--resume` of this run checks).
-fn record_inputs(args: &SampleArgs) -> Result<serde_json::Map<String, serde_json::Value>> {
-    let mut recorded = serde_json::Map::new();
+fn record_inputs(args: &SampleArgs) -> Result<BTreeMap<&'static str, RecordedInput>> {
+    let mut recorded = BTreeMap::new();
     for (name, path) in args.data_files() {
         let Some(path) = path else { continue };
-        let flag = resume::flag(name);
-        let absolute =
-            std::path::absolute(path).with_context(|| format!("{flag} {}", path.display()))?;
-        let Some(text) = absolute.to_str() else {
-            bail!(
-                "{flag} {}: the path is not UTF-8, which summary.json cannot record",
-                path.display()
-            );
-        };
-        let digest = npy::digest(path).with_context(|| format!("{flag} {}", path.display()))?;
-        recorded.insert(name.into(), json!({"path": text, "blake3": digest}));
+        let shown = format!("{} {}", resume::flag(name), path.display());
+        let absolute = std::path::absolute(path).with_context(|| shown.clone())?;
+        if absolute.to_str().is_none() {
+            bail!("{shown}: the path is not UTF-8, which summary.json cannot record");
+        }
+        let blake3 = npy::digest(path).with_context(|| shown.clone())?;
+        recorded.insert(
+            name,
+            RecordedInput {
+                path: absolute,
+                blake3,
+            },
+        );
     }
     Ok(recorded)
 }

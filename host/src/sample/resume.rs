@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use fused_mh::model_run::Continuation;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::args::{ModelName, SampleArgs};
 use crate::npy;
@@ -24,7 +24,7 @@ use crate::outdir::SUMMARY;
 pub const WRITTEN_BY: &str = "fused-mh host sample";
 
 /// A data file as a run recorded it: where it was read, and the digest of its bytes.
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct RecordedInput {
     /// The absolute path.
     pub path: PathBuf,
@@ -144,10 +144,8 @@ impl Resumed {
     }
 
     /// Fills `args` in with the run's model, priors, chains, seed and superchains, no warm-up,
-    /// its thinning unless --thin is given, and its data files where no flag moved them; checks every data file against the
-    /// recorded digest.
+    /// its thinning unless --thin is given, and its data files where no flag moved them.
     pub fn apply(&self, args: &mut SampleArgs) -> Result<()> {
-        let shown = self.dir.display();
         let record = &self.record;
         args.model = Some(self.model);
         args.chains = record.chains;
@@ -166,27 +164,47 @@ impl Resumed {
             }
         }
         for (name, file) in args.data_files_mut() {
-            let flag = flag(name);
-            match (record.inputs.get(name), file.as_ref()) {
-                (None, None) => {}
-                (None, Some(_)) => {
-                    bail!("{flag}: the resumed run {shown} read no {flag} file")
-                }
-                (Some(recorded), given) => {
-                    let path = given.cloned().unwrap_or_else(|| recorded.path.clone());
-                    let digest = npy::digest(&path).with_context(|| {
-                        format!("{flag} {} (the resumed run's data)", path.display())
-                    })?;
-                    if digest != recorded.blake3 {
-                        bail!(
-                            "{flag} {}: not the data the resumed run {shown} sampled (its \
-                             BLAKE3 digest differs from the one in {SUMMARY}); a resume \
-                             continues the same model",
-                            path.display()
-                        );
-                    }
-                    *file = Some(path);
-                }
+            match (record.inputs.get(name), &file) {
+                (None, Some(_)) => bail!(
+                    "{}: the resumed run {} read no such file",
+                    flag(name),
+                    self.dir.display()
+                ),
+                (Some(recorded), None) => *file = Some(recorded.path.clone()),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the data files the continuation reads (`read`, by name, with their digests; the
+    /// paths of `args` for the messages) against those the run recorded: the same bytes.
+    pub fn check_inputs(
+        &self,
+        args: &SampleArgs,
+        read: &BTreeMap<&str, RecordedInput>,
+    ) -> Result<()> {
+        let given: BTreeMap<&str, &Option<PathBuf>> = args.data_files().into_iter().collect();
+        for (name, recorded) in &self.record.inputs {
+            let Some(file) = read.get(name.as_str()) else {
+                bail!(
+                    "--resume {}: the run read {}, which this one does not",
+                    self.dir.display(),
+                    flag(name)
+                );
+            };
+            if file.blake3 != recorded.blake3 {
+                bail!(
+                    "{} {}: not the data the resumed run {} sampled (its BLAKE3 digest \
+                     differs from the one in {SUMMARY}); a resume continues the same model",
+                    flag(name),
+                    given
+                        .get(name.as_str())
+                        .and_then(|p| p.as_deref())
+                        .unwrap_or(&file.path)
+                        .display(),
+                    self.dir.display()
+                );
             }
         }
         Ok(())
