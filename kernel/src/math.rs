@@ -23,9 +23,22 @@
 //! 2^-20.5 absolute on [-pi, pi] (the range the normal transform uses) and `sqrt.approx` by
 //! 2^-23 relative, times a Box–Muller radius of at most 5.65, so a normal drawn on the GPU is
 //! within about 4.5e-6 of the CPU's: inside the tolerances of `cpu::StepOutput::compare` in the
-//! host library. `lg2.approx.f32` does not serve for `ln`: its error is *absolute* (about
-//! 2^-22) near 1, where the radius `sqrt(-2 ln u)` is small, so a few normals per million
-//! would land 4e-5 off (`bench/NOTES.md`).
+//! host library.
+//!
+//! # The fast logarithm of the normal transform
+//!
+//! The Box–Muller radius is `sqrt(-2 ln u)`, and [`ln`]'s polynomial is the largest part of a
+//! normal's arithmetic (about 16 instructions of a pair's 50). The SFU's `lg2.approx.f32` is
+//! one instruction, but its error is *absolute*, about 2^-22 near `u = 1`: where the radius is
+//! small, the normal `r cos theta` moves by `d(r^2) / (2 r)`, so a few normals per million
+//! would land 4e-5 off the CPU's. [`minus_two_ln_complement_with`] keeps the SFU for the
+//! uniforms where that cannot happen and, for the others (`u` within 2^-10 of 1, one normal
+//! pair in a thousand), uses two terms of the series `-2 ln(1 - w) = 2 w + w^2 + (2/3) w^3 +
+//! ...`, exact in `w = 1 - u` (which the transform has exactly): both computed, one kept by a
+//! select, no branch. The GPU's normals stay within the 4.5e-6 above (the unit tests bound it
+//! for an `lg2` off by 2^-22 everywhere; a GPU test checks the real one at every uniform); the
+//! CPU keeps the polynomial, so the reference is unchanged, and the chain stays exact either
+//! way: the proposal is symmetric whatever the normals are.
 
 /// `ln(1 + f) = f + f^2 (-1/2 + f P(f))` for `f` in `[sqrt(1/2) - 1, sqrt(2) - 1]`: the
 /// coefficients of `P`, lowest degree first, fitted for minimax relative error in f64 and
@@ -102,6 +115,42 @@ fn scaled_ln_normal(x: f32, scale: f32) -> f32 {
     p = fma(p, f, -0.5 * scale);
     p = fma(p, f, scale);
     fma(k as f32, scale * LN2, p * f)
+}
+
+/// Below this `w`, [`minus_two_ln_complement_with`] takes the series: 2^-10. The series' first
+/// omitted term, `(2/3) w^3`, is then at most `w^2 / 3 < 3.2e-7` of the value (a normal off by
+/// less than `6e-9`), and above it an `lg2` off by 2^-22 (absolute) moves a normal of radius
+/// at least `sqrt(2^-9) = 0.044` by at most `2^-22 * 2 ln 2 / (2 * 0.044) < 3.8e-6`.
+pub const SERIES_BELOW: f32 = 1.0 / 1024.0;
+
+/// `-2 ln(1 - w)`, the Box–Muller radius squared, for `w = k 2^-23`, `0 <= k < 2^23` (a
+/// [`crate::rng::uniform`]), with the logarithm from `log2` (the GPU's SFU): `-2 ln 2 *
+/// log2(1 - w)`, or for `w` below [`SERIES_BELOW`] the series `w (2 + w)` (see the module
+/// docs). `1 - w` is exact for every such `w`.
+#[inline(always)]
+pub fn minus_two_ln_complement_with(w: f32, log2: impl Fn(f32) -> f32) -> f32 {
+    let far = log2(1.0 - w) * (-2.0 * LN2);
+    let near = fma(w, w, w + w);
+    // A select, not a branch (LLVM would otherwise branch around the SFU's path): both values
+    // are a few instructions, and a branch that one lane in a thousand takes the other way
+    // costs the warp more.
+    core::hint::select_unpredictable(w < SERIES_BELOW, near, far)
+}
+
+/// `-2 ln(1 - w)` for the `w` of [`minus_two_ln_complement_with`]: on the CPU the polynomial,
+/// [`minus_two_ln_normal`]`(1 - w)`, the reference's bits.
+#[cfg(not(target_arch = "nvptx64"))]
+#[inline(always)]
+pub fn minus_two_ln_complement(w: f32) -> f32 {
+    minus_two_ln_normal(1.0 - w)
+}
+
+/// `-2 ln(1 - w)` for the `w` of [`minus_two_ln_complement_with`]: on the GPU the SFU's `lg2`
+/// with the series near `w = 0`, within `3.8e-6 / r` of the CPU's in a normal of radius `r`.
+#[cfg(target_arch = "nvptx64")]
+#[inline(always)]
+pub fn minus_two_ln_complement(w: f32) -> f32 {
+    minus_two_ln_complement_with(w, log2)
 }
 
 /// `e^x`, the same bits on GPU and CPU, within 2 ulp (a test checks it against f64 over the
@@ -257,6 +306,38 @@ mod tests {
             );
         }
         assert!(minus_two_ln_normal(1.0) == 0.0 && ln_normal(1.0) == 0.0);
+    }
+
+    /// The GPU's radius with its `lg2` replaced by libm's off by 2^-22 (the SFU's absolute
+    /// error) either way, at every uniform the transform uses: within 3.8e-6 of f64's radius
+    /// (the bound of [`SERIES_BELOW`]), so with the angle's error a normal stays within the
+    /// 4.5e-6 the host's comparison allows.
+    #[test]
+    fn the_fast_radius_is_within_its_bound_for_an_lg2_off_by_its_error() {
+        let lg2_error = 2f32.powi(-22);
+        for sign in [-1.0f32, 1.0] {
+            let off = |x: f32| libm::log2f(x) + sign * lg2_error;
+            let mut worst = (0f64, 0f32);
+            for k in 0..1u32 << 23 {
+                let w = k as f32 / 8_388_608.0;
+                let exact = (-2.0 * (1.0 - f64::from(w)).ln()).sqrt();
+                let got = f64::from(minus_two_ln_complement_with(w, off)).sqrt();
+                if (got - exact).abs() > worst.0 {
+                    worst = ((got - exact).abs(), w);
+                }
+            }
+            assert!(
+                worst.0 < 3.8e-6,
+                "radius off by {:e} at w = {}",
+                worst.0,
+                worst.1
+            );
+        }
+        // Without the series the same `lg2` would put small radii far off: at w = 2^-20,
+        // sqrt(-2 ln 2 (log2(1 - w) + 2^-22)) is 0.00126 against 0.00138.
+        let w = 2f32.powi(-20);
+        let sfu_only = (-2.0 * LN2 * (libm::log2f(1.0 - w) + lg2_error)).sqrt();
+        assert!((f64::from(sfu_only) - (2.0 * f64::from(w)).sqrt()).abs() > 1e-4);
     }
 
     #[test]

@@ -53,12 +53,6 @@ pub fn uniform(bits: u32) -> f32 {
     f32::from_bits(ONE_BITS | (bits >> 9)) - 1.0
 }
 
-/// A uniform on `(0, 1]`: `2 - [1, 2)`, so its logarithm is finite.
-#[inline(always)]
-pub fn uniform_nonzero(bits: u32) -> f32 {
-    2.0 - f32::from_bits(ONE_BITS | (bits >> 9))
-}
-
 /// `3 pi` rounded to f32 (the tie goes to even, 2^-22 below `3 * PI`).
 const THREE_PI: f32 = 3.0 * core::f32::consts::PI;
 
@@ -78,13 +72,16 @@ pub fn uniform_angle(bits: u32) -> f32 {
 /// Two independent standard normals from two words, by the Box–Muller transform:
 /// `r = sqrt(-2 ln u1)`, `theta` uniform on `[-pi, pi]`, normals `(r cos theta, r sin theta)`.
 ///
-/// The angle is centred on `[-pi, pi]`, the range where the GPU's `sin/cos.approx` are most
-/// accurate. With 23-bit uniforms, `u1 >= 2^-23`, so `|z| <= sqrt(2 * 23 ln 2) ~= 5.65`: the
-/// tails beyond 5.65 standard deviations (probability 1.6e-8) are cut off, which no test of a
-/// few million draws can see and no MCMC proposal cares about.
+/// `u1 = 1 - w` for the uniform `w` of `a`, on `(0, 1]` so that its logarithm is finite; the
+/// radius squared comes from [`math::minus_two_ln_complement`], which takes `w` itself (exact
+/// near `u1 = 1`, where the GPU's fast logarithm needs it). The angle is centred on `[-pi,
+/// pi]`, the range where the GPU's `sin/cos.approx` are most accurate. With 23-bit uniforms,
+/// `u1 >= 2^-23`, so `|z| <= sqrt(2 * 23 ln 2) ~= 5.65`: the tails beyond 5.65 standard
+/// deviations (probability 1.6e-8) are cut off, which no test of a few million draws can see
+/// and no MCMC proposal cares about.
 #[inline(always)]
 pub fn box_muller(a: u32, b: u32) -> [f32; 2] {
-    let r = math::sqrt(math::minus_two_ln_normal(uniform_nonzero(a)));
+    let r = math::sqrt(math::minus_two_ln_complement(uniform(a)));
     let theta = uniform_angle(b);
     [r * math::cos(theta), r * math::sin(theta)]
 }
@@ -181,7 +178,8 @@ mod tests {
         // Both ends of the range are reached at this sample size (P(miss) ~ e^-64 each
         // for the bottom and top 1/16384 of the interval).
         assert!(uniform(0) == 0.0 && uniform(u32::MAX) == 1.0 - 2f32.powi(-23));
-        assert!(uniform_nonzero(u32::MAX) == 2f32.powi(-23) && uniform_nonzero(0) == 1.0);
+        // The Box–Muller radius's argument `1 - w` is then on (0, 1]: 2^-23 at the top, 1 at 0.
+        assert!(1.0 - uniform(u32::MAX) == 2f32.powi(-23) && 1.0 - uniform(0) == 1.0);
         // The angle's ends are -pi and pi to within one step of its grid (pi 2^-22 ~= 7.5e-7)
         // plus the rounding of 3 pi (see `uniform_angle`).
         let (a0, a1) = (uniform_angle(0), uniform_angle(u32::MAX));

@@ -1,5 +1,5 @@
 //! The GPU's hooks for the project's tests and lessons program (the `testing` feature): a
-//! step as a lesson computes it, and Philox on many GPU threads.
+//! step as a lesson computes it, and Philox and the normal transform on many GPU threads.
 
 use cudarc::driver::PushKernelArg;
 use fused_mh_kernel::philox::{Ctr, Key};
@@ -65,6 +65,25 @@ impl Gpu {
         unsafe { launch.launch(grid(chosen)) }?;
         let out = download(&self.stream, "philox output", &out_dev)?;
         Ok(out.as_chunks::<4>().0.to_vec())
+    }
+
+    /// The GPU's normals ([`fused_mh_kernel::rng::box_muller`]) of each pair of words, one
+    /// thread per pair (for the test of their accuracy against f64).
+    pub fn box_muller_many(&self, words: &[[u32; 2]]) -> Result<Vec<[f32; 2]>> {
+        if words.is_empty() {
+            return Ok(Vec::new());
+        }
+        let words_dev = self.upload("words", words.as_flattened())?;
+        let mut out_dev = self.alloc::<f32>("normals", 2 * words.len())?;
+        let n = words.len() as u64;
+        let chosen = dispatch::box_muller_many(n, self.device());
+        let mut launch = self.stream.launch_builder(self.function(chosen.entry)?);
+        launch.arg(&words_dev).arg(&mut out_dev).arg(&n);
+        // SAFETY: `box_muller_many(words: *const u32, out: *mut f32, n: u64)`; words and out
+        // hold 2n items; only out is written.
+        unsafe { launch.launch(grid(chosen)) }?;
+        let out = download(&self.stream, "normals", &out_dev)?;
+        Ok(out.as_chunks::<2>().0.to_vec())
     }
 
     /// `steps` steps of every chain in one launch as the fused lesson computes them

@@ -333,6 +333,13 @@ pub fn philox_many(n: u64, device: Device) -> Launch {
     elementwise("philox4x32_10_many", n, device)
 }
 
+/// The Box–Muller transform of `n` word pairs, one thread each (the normals' accuracy test on
+/// the GPU).
+#[cfg(any(test, feature = "testing"))]
+pub fn box_muller_many(n: u64, device: Device) -> Launch {
+    elementwise("box_muller_many", n, device)
+}
+
 fn elementwise(entry: &'static str, n: u64, device: Device) -> Launch {
     Launch {
         entry,

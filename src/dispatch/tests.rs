@@ -202,6 +202,7 @@ fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
         }
     }
     names.insert(philox_many(1, device).entry);
+    names.insert(box_muller_many(1, device).entry);
     for &kind in ModelKind::ALL {
         names.insert(model_steps(kind, 1024, 8, device, 6).entry);
     }

@@ -16,7 +16,8 @@
 //!
 //! # The files, in reading order
 //! - [`device`]: threads, warps, memory and the special function units.
-//! - [`philox_many`]: the simplest kernel — one thread per Philox block, grid-stride.
+//! - [`known_answers`]: the simplest kernels — one thread per Philox block or normal pair,
+//!   grid-stride.
 //! - the lessons (`lessons/`, listed by [`crate::lessons`]): the step written nine simpler ways,
 //!   from one thread per row toward the production step, and the fused kernel's lesson.
 //! - [`noise`], [`args`], [`row`], [`feed`] (and `shared_feed` on sm_80): what one step reads
@@ -34,9 +35,9 @@ pub mod chain;
 pub mod device;
 pub mod entries;
 pub mod feed;
+pub mod known_answers;
 pub mod model_steps;
 pub mod noise;
-pub mod philox_many;
 pub mod row;
 #[cfg(target_feature = "sm_80")]
 pub mod shared_feed;
