@@ -19,7 +19,7 @@
 //! that this outer cargo set for the host build removed (`RUSTFLAGS`, `CARGO_*`, wrappers such
 //! as clippy's), so the kernel is built the same way whatever command started the outer build.
 //! The results are written to `$OUT_DIR/fused_mh_kernel_<arch>.ptx`, with a register limit on
-//! the model kernels ([`limit_model_registers`]), and `src/lib.rs` embeds them
+//! the model kernels and the two-warp block-per-row step ([`limit_registers`]), and `src/lib.rs` embeds them
 //! with `include_str!` (the file names reach it as `FUSED_MH_PTX_PORTABLE` and
 //! `FUSED_MH_PTX_NEWER`).
 
@@ -85,7 +85,7 @@ fn main() {
         let text = fs::read_to_string(&ptx)
             .unwrap_or_else(|e| fail(&format!("the kernel build wrote no {}: {e}", ptx.display())));
         let out = out_dir.join(format!("fused_mh_kernel_{arch}.ptx"));
-        fs::write(&out, limit_model_registers(&text))
+        fs::write(&out, limit_registers(&text))
             .unwrap_or_else(|e| fail(&format!("could not write {}: {e}", out.display())));
     }
     println!("cargo::rustc-env=FUSED_MH_PTX_PORTABLE=fused_mh_kernel_{PORTABLE_ARCH}.ptx");
@@ -100,20 +100,38 @@ fn main() {
 /// latencies with (`bench/NOTES.md`, issue 21, third part).
 const MODEL_MAX_REGISTERS: u32 = 80;
 
-/// `ptx` with a `.maxnreg` directive ([`MODEL_MAX_REGISTERS`]) after the parameter list of
-/// every model kernel's entry, the place PTX's performance-tuning directives go. rustc has no
-/// attribute for it; `nvcc`'s `__launch_bounds__` and `-maxrregcount` end up the same way.
-fn limit_model_registers(ptx: &str) -> String {
+/// Registers a thread of the in-kernel-RNG block-per-row step of two-warp blocks
+/// (`mh_step_block_rows_2w_*`, rows of 1025 to 2048) may take: ptxas gives 122 unbounded, 8
+/// blocks on an SM; at 96, 10 fit (20 warps, as for the staged one-warp-per-row step, whose
+/// row of 1024 is the same work as one of these warps' segments). The four-warp blocks ran
+/// slower at 96 (5 blocks instead of 4, but the spills and the longer schedule cost more:
+/// `bench/NOTES.md`, issue 22, second part) and stay unbounded.
+const BLOCK_ROWS_MAX_REGISTERS: u32 = 96;
+
+/// The entries whose registers are limited: a name prefix and the limit.
+const REGISTER_LIMITS: [(&str, u32); 2] = [
+    ("mh_model_steps_", MODEL_MAX_REGISTERS),
+    ("mh_step_block_rows_2w_", BLOCK_ROWS_MAX_REGISTERS),
+];
+
+/// `ptx` with a `.maxnreg` directive ([`REGISTER_LIMITS`]) after the parameter list of every
+/// entry named there, the place PTX's performance-tuning directives go. rustc has no attribute
+/// for it; `nvcc`'s `__launch_bounds__` and `-maxrregcount` end up the same way.
+fn limit_registers(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
-    let mut in_model_params = false;
+    let mut limit_after_params = None;
     for line in ptx.lines() {
         out.push_str(line);
         out.push('\n');
-        if line.starts_with(".visible .entry mh_model_steps_") {
-            in_model_params = true;
-        } else if in_model_params && line.starts_with(')') {
-            out.push_str(&format!(".maxnreg {MODEL_MAX_REGISTERS}\n"));
-            in_model_params = false;
+        if let Some(name) = line.strip_prefix(".visible .entry ") {
+            limit_after_params = REGISTER_LIMITS
+                .iter()
+                .find(|(prefix, _)| name.starts_with(prefix))
+                .map(|&(_, limit)| limit);
+        } else if line.starts_with(')')
+            && let Some(limit) = limit_after_params.take()
+        {
+            out.push_str(&format!(".maxnreg {limit}\n"));
         }
     }
     out

@@ -316,7 +316,28 @@ impl Gpu {
     ) -> Result<()> {
         let chosen = dispatch::step(chains.shape, &draws, self.device());
         let function = self.target_function(target.kind, chosen.entry)?;
+        let chosen = self.fit_persistent(chosen, function, chains.shape)?;
         self.launch_step_with(chosen, function, chains, target, step_size, draws)
+    }
+
+    /// `chosen` with a persistent grid ([`dispatch::persistent`]) cut to one wave of the blocks
+    /// that the SMs hold at once, by the driver's occupancy for `function`; other launches as
+    /// they are.
+    pub(crate) fn fit_persistent(
+        &self,
+        chosen: Launch,
+        function: &CudaFunction,
+        shape: Shape,
+    ) -> Result<Launch> {
+        if !dispatch::persistent(chosen.entry) {
+            return Ok(chosen);
+        }
+        let resident =
+            function.occupancy_max_active_blocks_per_multiprocessor(chosen.threads, 0, None)?;
+        Ok(Launch {
+            blocks: dispatch::one_wave(shape, resident.max(1), self.device()),
+            ..chosen
+        })
     }
 
     /// Queues the step `chosen`: pushes the arguments in the step kernels' one order, and swaps

@@ -204,9 +204,10 @@ mod tests {
 
     /// The register-resident kernels stage the target in a shared array declared inside inline
     /// PTX (`stage_target` in the kernel crate), and the staged kernel its rows in another
-    /// (`SharedFeed`). Were the compiler to duplicate such an asm block, a kernel would declare
-    /// two arrays, write one and read the other. Each kernel must declare at most one of each,
-    /// and the resident kernels exactly one target array.
+    /// (`SharedFeed`), and the block-per-row kernels their segments' sums in a third. Were the
+    /// compiler to duplicate such an asm block, a kernel would declare two arrays, write one
+    /// and read the other. Each kernel must declare at most one of each, and the resident
+    /// kernels exactly one target array.
     #[test]
     fn each_kernel_declares_at_most_one_shared_array() {
         for module in ptx::MODULES {
@@ -230,9 +231,18 @@ mod tests {
                 let staging = body
                     .matches(".shared .align 16 .b8 fused_mh_staging[")
                     .count();
+                let block_rows = name.starts_with("mh_step_block_rows_");
                 assert!(
-                    staging == usize::from(name.starts_with("mh_step_staged_")),
+                    staging == usize::from(name.starts_with("mh_step_staged_") || block_rows),
                     "{name} declares {staging} row staging arrays"
+                );
+                let sums = body
+                    .matches(".shared .align 16 .b8 fused_mh_segment_sums[")
+                    .count();
+                let with_sums = block_rows || name.starts_with("mh_step_with_noise_block_rows_");
+                assert!(
+                    sums == usize::from(with_sums),
+                    "{name} declares {sums} segment sums arrays"
                 );
             }
         }

@@ -15,8 +15,9 @@ use support::problems::{POISON_FLAG, POISON_X, open, rng};
 
 /// Shapes that reach every single-step kernel: rows in registers in whole quads and not
 /// (staged in the newer module), the staged one-warp-per-row step, streamed rows in whole
-/// quads and not, and caller noise's 8-quad rows.
-const STEP_SHAPES: [(usize, usize); 6] = [
+/// quads and not, caller noise's 8-quad rows, and the block per row (two segments).
+const STEP_SHAPES: [(usize, usize); 7] = [
+    (1100, 2048),
     (4096, 64),
     (1000, 33),
     (300, 1024),
@@ -65,8 +66,9 @@ fn step_matches_cpu(
 }
 
 /// `k` steps of a run (`Gpu::run`: the fused kernel, split for a small batch, with the
-/// moments for rows over 100; or, for rows over 1024, the run's streamed single steps) equal `k` single steps bit
-/// for bit, and count the same acceptances.
+/// moments for rows over 100; or, for rows over 1024, the run's streamed single steps) equal `k`
+/// single steps bit for bit (for rows of 4096 in whole quads, the block-per-row step: the same
+/// segment order of the sums), and count the same acceptances.
 fn run_equals_single_steps(kind: TargetKind, batch: usize, dim: usize) -> Result<(), Failed> {
     let gpu = open()?;
     let (shape, x, target) = problem(kind, batch, dim, 3);
@@ -146,7 +148,7 @@ fn main() -> ExitCode {
                 ));
             }
         }
-        for (batch, dim) in [(4096, 64), (65536, 64), (300, 300), (64, 1030)] {
+        for (batch, dim) in [(4096, 64), (65536, 64), (300, 300), (64, 1030), (700, 4096)] {
             trials.push(gpu_test(
                 format!("run_equals_single_steps::{name}::{batch}x{dim}"),
                 Box::new(move || run_equals_single_steps(kind, batch, dim)),

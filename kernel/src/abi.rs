@@ -32,6 +32,10 @@ macro_rules! for_each_entry_point {
             // The staged single steps (sm_80 only): quads per lane, lanes per row (0: from dim).
             mh_family_staged_step mh_step_staged_q2_v4 (MAX_RESIDENT_QUADS_PER_LANE, 0);
             mh_family_staged_step mh_step_staged_q8_v4 (MAX_STAGED_QUADS_PER_LANE, WARP_SIZE);
+            // The long rows' single step, a block per row (the in-kernel RNG's on sm_80 only).
+            mh_family_block_rows_step mh_step_block_rows_v4 (MAX_STAGED_QUADS_PER_LANE, MAX_BLOCK_ROW_SEGMENTS);
+            mh_family_block_rows_step mh_step_block_rows_2w_v4 (MAX_STAGED_QUADS_PER_LANE, 2);
+            mh_family_noise_block_rows_step mh_step_with_noise_block_rows_v4 (MAX_RESIDENT_QUADS_CALLER_NOISE);
             // The single step with the caller's random numbers.
             mh_family_noise_step mh_step_with_noise_q2_v4 (MAX_RESIDENT_QUADS_PER_LANE, true);
             mh_family_noise_step mh_step_with_noise_q2 (MAX_RESIDENT_QUADS_PER_LANE, false);

@@ -79,6 +79,25 @@ pub const MAX_STAGED_QUADS_PER_LANE: usize = 8;
 /// host must launch them with exactly `32 *` this many threads per block.
 pub const STAGED_WARPS_PER_BLOCK: usize = 4;
 
+/// Quads per *segment* of a long row: a warp's worth at 8 quads per lane (1024 elements). A
+/// row's terms are summed segment by segment: within a segment, lane by lane and then the
+/// group's butterfly (as every row of at most 1024 elements is, in one segment); then the
+/// segments' sums in order, the first plus the second, plus the third, and so on. Long rows
+/// can then be split over a block, a warp per segment (`gpu::block_rows`), and still give the
+/// bits that one warp streaming the row and the CPU reference give.
+pub const SEGMENT_QUADS: usize = MAX_STAGED_QUADS_PER_LANE * WARP_SIZE;
+
+/// The segments of a row of `dim` elements (at least 1).
+#[inline(always)]
+pub fn segments(dim: usize) -> usize {
+    quads_per_row(dim).div_ceil(SEGMENT_QUADS).max(1)
+}
+
+/// The most segments a row has for the block-per-row step: rows of up to 4096 elements, a
+/// block of one warp per segment (its staged rows take the staged steps' shared array, sized
+/// for [`STAGED_WARPS_PER_BLOCK`] warps).
+pub const MAX_BLOCK_ROW_SEGMENTS: usize = STAGED_WARPS_PER_BLOCK;
+
 /// The longest rows the `split` fused kernels take: groups of at most 16 lanes
 /// ([`group_width`]), so that twice the lanes still fit in a warp.
 pub const MAX_SPLIT_DIM: usize = 128;
@@ -110,6 +129,21 @@ mod tests {
                 quads_per_lane(dim) <= MAX_RESIDENT_QUADS_PER_LANE,
                 "dim {dim}"
             );
+        }
+    }
+
+    #[test]
+    fn segments_are_a_warp_at_eight_quads_per_lane() {
+        for (dim, n) in [
+            (1, 1),
+            (1024, 1),
+            (1025, 2),
+            (2048, 2),
+            (2052, 3),
+            (4096, 4),
+            (4097, 5),
+        ] {
+            assert_eq!(segments(dim), n, "dim {dim}");
         }
     }
 

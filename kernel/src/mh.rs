@@ -9,6 +9,9 @@
 //!   ([`Target::add_quad_terms`](crate::target::Target::add_quad_terms));
 //! - the group adds its `G` partial sums with a butterfly (xor) reduction:
 //!   [`group_sum_emulated`] is that order on the CPU;
+//! - rows longer than 1024 elements do this segment by segment (each segment restarts the
+//!   lanes' partial sums) and add the segments' sums in order ([`add_segment`]; the segments
+//!   are [`crate::layout::SEGMENT_QUADS`] quads), so that a warp per segment can share a row;
 //! - every lane of the group then holds `log alpha` and makes the same decision ([`accept`]).
 //!
 //! What the terms are is the target's business ([`crate::target`]); this module only sums
@@ -117,6 +120,14 @@ pub fn group_sum_emulated(partials: &[f32]) -> f32 {
         offset /= 2;
     }
     v[0]
+}
+
+/// The row's total of terms after segment `segment`'s sum `sum` (see
+/// [`crate::layout::SEGMENT_QUADS`]): the first segment's sum is the total, each later one is
+/// added to the total of those before it. Every kernel and the CPU reference add them so.
+#[inline(always)]
+pub fn add_segment(total: f32, segment: usize, sum: f32) -> f32 {
+    if segment == 0 { sum } else { total + sum }
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! It is built from the kernel crate's own functions ([`fused_mh_kernel::mh`],
 //! [`fused_mh_kernel::rng`], the target's terms from [`fused_mh_kernel::target`]) and follows the GPU's order of floating-point operations: each row
 //! is cut into quads, quad `q` is added to "lane" `q % G`'s partial sum (`G` =
-//! [`layout::group_width`]), and the `G` partials are combined in the group's butterfly order. The
+//! [`layout::group_width`]), and the `G` partials are combined in the group's butterfly order
+//! (segment by segment for rows over 1024 elements, [`layout::SEGMENT_QUADS`]). The
 //! only differences from the GPU are `sin`, `cos` and `sqrt`, which the GPU computes with its
 //! special function units (`ln` is the kernel crate's own, the same bits on both; see
 //! [`fused_mh_kernel::math`]), so results agree to about 1e-6 rather than bit for bit.
@@ -11,7 +12,7 @@
 //! [`step`] and [`step_with_noise`] run on one thread; [`par_step`] and [`par_step_with_noise`]
 //! spread the rows over all cores (the library's own thread pool) and give identical results.
 
-use fused_mh_kernel::layout::{self, QUAD, WARP_SIZE};
+use fused_mh_kernel::layout::{self, QUAD, SEGMENT_QUADS, WARP_SIZE};
 use fused_mh_kernel::mh;
 use fused_mh_kernel::rng;
 use fused_mh_kernel::target::{Target as KernelTarget, VisitTarget};
@@ -344,8 +345,9 @@ fn row_step<T: KernelTarget>(
 
     // Pass 1 writes each quad's proposal straight into `out` (drawn once); pass 2 puts `x`
     // back if the row is rejected.
-    let g = layout::group_width(dim);
+    let (g, n_quads) = (layout::group_width(dim), layout::quads_per_row(dim));
     let mut partials = [0.0f32; WARP_SIZE];
+    let mut term_sum = 0.0f32;
     for (q, chunk) in out.chunks_mut(QUAD).enumerate() {
         let xq = quad_of(x, q);
         let p = mh::propose_scaled(xq, eps(q), proposal.quad(q));
@@ -353,8 +355,14 @@ fn row_step<T: KernelTarget>(
         let target = T::quad(|k| quad_of(&arrays[k * dim..(k + 1) * dim], q));
         partials[lane] = T::add_quad_terms(partials[lane], xq, p, &target);
         chunk.copy_from_slice(&p[..chunk.len()]);
+        // A segment's end (`layout::SEGMENT_QUADS`; rows of at most 1024 elements are one).
+        if (q + 1) % SEGMENT_QUADS == 0 || q + 1 == n_quads {
+            let segment_sum = mh::group_sum_emulated(&partials[..g]);
+            term_sum = mh::add_segment(term_sum, q / SEGMENT_QUADS, segment_sum);
+            partials = [0.0; WARP_SIZE];
+        }
     }
-    let term_total = T::row_total(mh::group_sum_emulated(&partials[..g]));
+    let term_total = T::row_total(term_sum);
     let u = match draws {
         Draws::Philox { seed, step } => rng::row_uniform(rng::key(seed), row as u32, step),
         Draws::Caller((_, uniform)) => uniform[row],

@@ -90,6 +90,7 @@ impl Gpu {
         }
         let chosen = dispatch::step(shape, &draws, self.device());
         let function = self.target_function(target.kind, chosen.entry)?;
+        let chosen = self.fit_persistent(chosen, function, shape)?;
         // SAFETY: the caller's contract: a live stream of this context.
         let stream = unsafe { self.ctx.wrap_borrowed_stream(stream) };
         let problem = ProblemArgs::new(target, shape, step_size);

@@ -9,7 +9,9 @@
 //! for some problem.
 
 use fused_mh_kernel::layout::{self, WARP_SIZE};
-use fused_mh_kernel::layout::{MAX_SPLIT_DIM, MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK};
+use fused_mh_kernel::layout::{
+    MAX_BLOCK_ROW_SEGMENTS, MAX_SPLIT_DIM, MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK,
+};
 use fused_mh_kernel::model::{MODEL_WARPS_PER_BLOCK, ModelKind, window_sums_len};
 
 use crate::problem::Draws;
@@ -93,6 +95,10 @@ pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
     let quads = layout::quads_per_lane(dim);
     let v4 = dim.is_multiple_of(layout::QUAD);
     let resident = quads <= layout::MAX_RESIDENT_QUADS_PER_LANE;
+    let long = quads > layout::MAX_STAGED_QUADS_PER_LANE;
+    if v4 && long && layout::segments(dim) <= MAX_BLOCK_ROW_SEGMENTS && (device.staged || !in_kernel) {
+        return block_rows(shape, in_kernel, device);
+    }
     let entry = match in_kernel {
         true if device.staged && v4 && resident => "mh_step_staged_q2_v4",
         true if device.staged && v4 && quads <= MAX_STAGED_QUADS_PER_LANE => {
@@ -130,6 +136,44 @@ pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
         blocks,
         threads,
         tile_rows,
+    }
+}
+
+/// Blocks per SM of the block-per-row steps' persistent grid before the launch asks the driver
+/// how many fit ([`persistent`], [`one_wave`]).
+const BLOCK_ROWS_PER_SM: u32 = 4;
+
+/// Whether `entry` takes a persistent grid: its blocks loop over the rows, so the grid should
+/// be the blocks that the SMs hold at once ([`one_wave`]), which only the driver knows.
+pub fn persistent(entry: &str) -> bool {
+    entry.contains("_block_rows")
+}
+
+/// The blocks of a persistent grid: `resident_blocks` per SM (the driver's occupancy for the
+/// kernel and its block), no more than there are rows, at least one.
+pub fn one_wave(shape: Shape, resident_blocks: u32, device: Device) -> u32 {
+    (device.sms as u64 * u64::from(resident_blocks))
+        .min(shape.batch() as u64)
+        .max(1) as u32
+}
+
+/// The long rows' single step (`mh_step_block_rows_v4`, `mh_step_block_rows_2w_v4` for rows of
+/// two segments, whose staging array is sized for two warps, `mh_step_with_noise_block_rows_v4`):
+/// a block of one warp per segment of the row ([`layout::segments`]), and a persistent grid,
+/// each block taking every `blocks`-th row.
+fn block_rows(shape: Shape, in_kernel: bool, device: Device) -> Launch {
+    let blocks = one_wave(shape, BLOCK_ROWS_PER_SM, device);
+    Launch {
+        entry: if in_kernel && layout::segments(shape.dim()) <= 2 {
+            "mh_step_block_rows_2w_v4"
+        } else if in_kernel {
+            "mh_step_block_rows_v4"
+        } else {
+            "mh_step_with_noise_block_rows_v4"
+        },
+        blocks,
+        threads: (layout::segments(shape.dim()) * WARP_SIZE) as u32,
+        tile_rows: 1,
     }
 }
 

@@ -27,13 +27,17 @@ use crate::console;
 use crate::inputs::{self, Inputs};
 use crate::report_file::ReportFile;
 
-/// The default suite: a launch-bound batch, memory-bound batches with short and long rows.
-const DEFAULT_SIZES: [(usize, usize); 5] = [
+/// The default suite: a launch-bound batch, memory-bound batches with short and long rows (the
+/// longest four of 2^26 elements each: one warp per row, a block of two and of four warps per
+/// row, and streamed rows).
+const DEFAULT_SIZES: [(usize, usize); 7] = [
     (4096, 64),
     (65536, 64),
     (1048576, 64),
     (65536, 1024),
+    (32768, 2048),
     (16384, 4096),
+    (8192, 8192),
 ];
 const QUICK_SIZES: [(usize, usize); 2] = [(4096, 64), (65536, 64)];
 

@@ -152,22 +152,10 @@ macro_rules! mh_family_noise_step {
             uniform: *const f32,
             tile_rows: u32,
         ) {
-            use $crate::gpu::{args::StepArgs, feed::RegisterFeed, noise::CallerNoise, step};
-            let (batch, dim, tile_rows) = (batch as usize, dim as usize, tile_rows as usize);
-            let args = StepArgs {
-                x,
-                x_new,
-                accepted,
-                target,
-                batch,
-                dim,
-                step_size,
-                scale: core::ptr::null(),
-                nonfinite: core::ptr::null_mut(),
-                null_moves: core::ptr::null_mut(),
-                tile_rows,
-            };
-            let noise = CallerNoise { noise, uniform };
+            use $crate::gpu::{feed::RegisterFeed, step};
+            let (args, noise) = step::noise_step_inputs(
+                x, x_new, accepted, target, batch, dim, step_size, noise, uniform, tile_rows,
+            );
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 step::step_tiles::<$target, _, _, { $q }, $v4, false>(
@@ -212,13 +200,104 @@ macro_rules! mh_family_staged_step {
             tile_rows: u32,
         ) {
             use $crate::gpu::{shared_feed::SharedFeed, step};
+            use $crate::layout::STAGED_WARPS_PER_BLOCK;
             let (args, noise) = step::rng_step_inputs(
                 x, x_new, accepted, target, batch, dim, step_size, seed, step, tile_rows,
             );
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                let feed = SharedFeed::<{ $q }, { $g }>::new(&args);
+                let feed = SharedFeed::<{ $q }, { $g }, STAGED_WARPS_PER_BLOCK>::new(&args, 0);
                 step::step_tiles::<$target, _, _, { $q }, true, false>(&args, &noise, feed)
+            }
+        }
+    };
+}
+
+/// The long rows' single step with random numbers drawn in the kernel (sm_80 and later): a
+/// block per row, a warp per segment, each row's state staged by `cp.async` (see
+/// [`crate::gpu::block_rows`]), in a shared array for blocks of up to `$warps` warps (a
+/// smaller array for the blocks of two warps lets more of them onto an SM). Rows of 1025 to
+/// 4096 elements in whole quads.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! mh_family_block_rows_step {
+    ($name:ident, $export:expr, $target:ty, $q:expr, $warps:expr) => {
+        /// One Metropolis–Hastings step of every chain, a block per row, random numbers drawn
+        /// in the kernel.
+        ///
+        /// # Safety
+        /// As the single steps (`tile_rows` is ignored), with `dim % 4 == 0` and blocks of
+        /// exactly `layout::segments(dim)` warps, at most `$warps`.
+        #[cfg(target_feature = "sm_80")]
+        #[unsafe(export_name = $export)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            target: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            seed: u64,
+            step: u64,
+            tile_rows: u32,
+        ) {
+            use $crate::gpu::device::thread::thread_idx_x;
+            use $crate::gpu::{block_rows, shared_feed::SharedFeed, step};
+            use $crate::layout::{SEGMENT_QUADS, WARP_SIZE};
+            let (args, noise) = step::rng_step_inputs(
+                x, x_new, accepted, target, batch, dim, step_size, seed, step, tile_rows,
+            );
+            let first_quad = thread_idx_x() / WARP_SIZE * SEGMENT_QUADS;
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                let feed = SharedFeed::<{ $q }, WARP_SIZE, { $warps }>::new(&args, first_quad);
+                block_rows::step_block_rows::<$target, _, _, { $q }, true>(&args, &noise, feed)
+            }
+        }
+    };
+}
+
+/// The long rows' single step with the caller's random numbers: a block per row, a warp per
+/// segment, each row's state and noise loaded one row ahead into registers. Rows of 1025 to
+/// 4096 elements in whole quads.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! mh_family_noise_block_rows_step {
+    ($name:ident, $export:expr, $target:ty, $q:expr) => {
+        /// One Metropolis–Hastings step of every chain, a block per row, with the caller's
+        /// random numbers.
+        ///
+        /// # Parameters
+        /// As the caller-noise steps.
+        ///
+        /// # Safety
+        /// As the caller-noise steps (`tile_rows` is ignored), with `dim % 4 == 0` and blocks
+        /// of exactly `layout::segments(dim)` warps, at most `MAX_BLOCK_ROW_SEGMENTS`.
+        #[unsafe(export_name = $export)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            x: *const f32,
+            x_new: *mut f32,
+            accepted: *mut u8,
+            target: *const f32,
+            batch: u64,
+            dim: u64,
+            step_size: f32,
+            noise: *const f32,
+            uniform: *const f32,
+            tile_rows: u32,
+        ) {
+            use $crate::gpu::{block_rows, feed::RegisterFeed, step};
+            let (args, noise) = step::noise_step_inputs(
+                x, x_new, accepted, target, batch, dim, step_size, noise, uniform, tile_rows,
+            );
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                block_rows::step_block_rows::<$target, _, _, { $q }, true>(
+                    &args,
+                    &noise,
+                    RegisterFeed::<{ $q }>::EMPTY,
+                )
             }
         }
     };

@@ -12,10 +12,11 @@ use crate::gpu::row::{LaneRow, QuadInput};
 pub(crate) trait RowFeed<N: Noise, const Q: usize> {
     /// Lanes per row when the feed fixes it at compile time (0: `layout::group_width(dim)`).
     const GROUP: usize = 0;
-    /// Whether the warps' rows are interleaved (see `step_tiles`; only with `GROUP == 32`).
     /// Makes the row loaded by the last [`RowFeed::load_next`] the current one, then issues the
-    /// loads of this lane's quads (`lane_in_group + k g`, `k < Q`) of the row at `offset`
-    /// (nothing if `!live`). On return, the current row's quads are readable.
+    /// loads of this lane's quads (`first_quad + k g`, `k < Q`) of the row at `offset`
+    /// (nothing if `!live`). On return, the current row's quads are readable. `first_quad` is
+    /// the lane's first quad of the row: its lane in the group, plus, for a warp's segment of
+    /// a long row (`gpu::block_rows`), the segment's first quad.
     ///
     /// # Safety
     /// If `live`, `offset = row * dim` with `row < batch`; `V4` only if `dim % 4 == 0`.
@@ -25,7 +26,7 @@ pub(crate) trait RowFeed<N: Noise, const Q: usize> {
         noise: &N,
         offset: usize,
         live: bool,
-        lane_in_group: usize,
+        first_quad: usize,
         g: usize,
     );
     /// The lane's `k`-th quad of the current row (zeros where the lane has no such quad).
@@ -60,12 +61,12 @@ impl<N: Noise, const Q: usize> RowFeed<N, Q> for RegisterFeed<Q> {
         noise: &N,
         offset: usize,
         live: bool,
-        lane_in_group: usize,
+        first_quad: usize,
         g: usize,
     ) {
         self.current = self.ahead;
         // SAFETY: forwarded from the caller.
-        self.ahead = unsafe { LaneRow::load::<N, V4>(args, noise, offset, live, lane_in_group, g) };
+        self.ahead = unsafe { LaneRow::load::<N, V4>(args, noise, offset, live, first_quad, g) };
     }
     #[inline(always)]
     unsafe fn quad(&self, k: usize) -> QuadInput {

@@ -23,7 +23,7 @@
 //! - [`noise`], [`args`], [`row`], [`feed`] (and `shared_feed` on sm_80): what one step reads
 //!   (random numbers, the buffers), a lane's part of a row, and where a lane's rows come from.
 //! - [`step`]: the single step (register-resident and streamed rows) and [`entries`], its
-//!   entry points.
+//!   entry points; [`block_rows`]: the single step of long rows, a block per row.
 //! - [`chain`]: the fused K-step kernel, rows in registers for K steps.
 //! - [`stats`]: the statistics kernel for rows too long for the fused kernel, the diagnostics'
 //!   sums, and the merge of two samples' moments.
@@ -31,6 +31,7 @@
 //! [`layout::group_width`]: crate::layout::group_width
 
 pub mod args;
+pub mod block_rows;
 pub mod chain;
 pub mod device;
 pub mod entries;

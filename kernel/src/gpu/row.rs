@@ -65,8 +65,9 @@ pub(crate) struct LaneRow<const Q: usize> {
 }
 
 impl<const Q: usize> LaneRow<Q> {
-    /// Issues the loads of this lane's quads of the row at `offset` (nothing if `!live`). The
-    /// caller uses them one row later: the loads are in flight while the current row computes.
+    /// Issues the loads of this lane's quads `first_quad + k g` of the row at `offset` (nothing
+    /// if `!live`). The caller uses them one row later: the loads are in flight while the
+    /// current row computes.
     ///
     /// # Safety
     /// If `live`, `offset = row * dim` with `row < batch`; `V4` only if `dim % 4 == 0`.
@@ -76,13 +77,13 @@ impl<const Q: usize> LaneRow<Q> {
         noise: &N,
         offset: usize,
         live: bool,
-        lane_in_group: usize,
+        first_quad: usize,
         g: usize,
     ) -> Self {
         let n_quads = layout::quads_per_row(args.dim);
         let mut quads = [QuadInput::ZERO; Q];
         for (k, input) in quads.iter_mut().enumerate() {
-            let q = lane_in_group + k * g;
+            let q = first_quad + k * g;
             if live && q < n_quads {
                 // SAFETY: a row inside the batch, and q < n_quads.
                 *input = unsafe { QuadInput::load::<N, V4>(args, noise, offset, q) };

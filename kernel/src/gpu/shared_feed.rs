@@ -11,11 +11,11 @@ use crate::gpu::device::thread::{lane_id, thread_idx_x};
 use crate::gpu::feed::RowFeed;
 use crate::gpu::noise::PhiloxNoise;
 use crate::gpu::row::QuadInput;
-use crate::layout::STAGED_WARPS_PER_BLOCK;
 use crate::layout::{self, QUAD, WARP_SIZE};
 
 /// Rows loaded ahead into shared memory by asynchronous copies (sm_80 and later), two buffers
-/// per warp: the row being computed and the next one, in flight.
+/// per warp (for blocks of up to `W` warps): the row being computed and the next one, in
+/// flight.
 ///
 /// Why: a row of 1024 elements is 8 quads per lane. Held in registers, the row and the next one
 /// loaded ahead need about 150 registers, too few warps fit on an SM; streamed instead (no row
@@ -34,7 +34,7 @@ use crate::layout::{self, QUAD, WARP_SIZE};
 ///
 /// Only the in-kernel RNG uses it: caller noise would need its noise staged as well, and it
 /// already runs at 98 % of the copy bandwidth with rows in registers.
-pub(crate) struct SharedFeed<const Q: usize, const G: usize> {
+pub(crate) struct SharedFeed<const Q: usize, const G: usize, const W: usize> {
     /// This lane's slot 0 of buffer 0.
     pub(crate) base: u32,
     /// The buffer of the current row, 0 or 1.
@@ -43,24 +43,26 @@ pub(crate) struct SharedFeed<const Q: usize, const G: usize> {
     pub(crate) lane_quads: u32,
 }
 
-impl<const Q: usize, const G: usize> SharedFeed<Q, G> {
+impl<const Q: usize, const G: usize, const W: usize> SharedFeed<Q, G, W> {
     /// Bytes of one buffer: a row of `Q` quads per lane.
     pub(crate) const ROW_BYTES: u32 = (Q * WARP_SIZE * 16) as u32;
 
     /// Declares the block's staging array (a kernel calls this once), finds this lane's slots
     /// in it, and zeroes the slots of the quads the lane never has (rows shorter than `Q * 32`
-    /// quads): they are computed with the others (see `row_resident`) but never copied, and a
-    /// zero quad against the zero-padded target adds exactly 0.
+    /// quads from `first_quad`, the warp's first quad of each row: 0, or its segment's for
+    /// the long rows of `gpu::block_rows`): they are computed with the others (see
+    /// `propose_resident`) but never copied, and a zero quad against the zero-padded target
+    /// adds exactly 0.
     ///
     /// # Safety
-    /// The block has at most [`STAGED_WARPS_PER_BLOCK`] warps.
+    /// The block has at most `W` warps.
     #[inline(always)]
-    pub(crate) unsafe fn new(args: &StepArgs) -> Self {
+    pub(crate) unsafe fn new(args: &StepArgs, first_quad: usize) -> Self {
         let base: u32;
         // SAFETY: declares a block-shared array and takes its address; no memory is touched.
         unsafe {
             asm!("{{ .shared .align 16 .b8 fused_mh_staging[{bytes}]; mov.u32 {base}, fused_mh_staging; }}",
-                 bytes = const STAGED_WARPS_PER_BLOCK * 2 * Q * WARP_SIZE * 16,
+                 bytes = const W * 2 * Q * WARP_SIZE * 16,
                  base = out(reg32) base, options(nostack));
         }
         let lane = lane_id();
@@ -69,9 +71,11 @@ impl<const Q: usize, const G: usize> SharedFeed<Q, G> {
         } else {
             layout::group_width(args.dim)
         };
-        let (n_quads, lane_in_group) = (layout::quads_per_row(args.dim), lane % g);
+        // The warp's quads of each row, from its first.
+        let n_quads = layout::quads_per_row(args.dim).saturating_sub(first_quad);
+        let lane_in_group = lane % g;
         let lane_quads = if lane_in_group < n_quads {
-            ((n_quads - 1 - lane_in_group) / g + 1) as u32
+            ((n_quads - 1 - lane_in_group) / g + 1).min(Q) as u32
         } else {
             0
         };
@@ -99,7 +103,9 @@ impl<const Q: usize, const G: usize> SharedFeed<Q, G> {
     }
 }
 
-impl<const Q: usize, const G: usize> RowFeed<PhiloxNoise, Q> for SharedFeed<Q, G> {
+impl<const Q: usize, const G: usize, const W: usize> RowFeed<PhiloxNoise, Q>
+    for SharedFeed<Q, G, W>
+{
     const GROUP: usize = G;
 
     #[inline(always)]
@@ -109,16 +115,16 @@ impl<const Q: usize, const G: usize> RowFeed<PhiloxNoise, Q> for SharedFeed<Q, G
         _noise: &PhiloxNoise,
         offset: usize,
         live: bool,
-        lane_in_group: usize,
+        first_quad: usize,
         g: usize,
     ) {
         self.current ^= 1;
         let next = self.current ^ 1;
         // SAFETY (of the pointer arithmetic): inside the row when live; not dereferenced else.
-        let lane_start = args.x.wrapping_add(offset + QUAD * lane_in_group);
+        let lane_start = args.x.wrapping_add(offset + QUAD * first_quad);
         for k in 0..Q {
             if live && (k as u32) < self.lane_quads {
-                // SAFETY: the slot is this lane's; quad lane_in_group + g k lies inside the row,
+                // SAFETY: the slot is this lane's; quad first_quad + g k lies inside the row,
                 // inside x, 16-byte aligned (dim % 4 == 0).
                 unsafe { copy_async_v4(self.slot(next, k), lane_start.wrapping_add(QUAD * g * k)) };
             }

@@ -4,9 +4,9 @@ use crate::gpu::args::{RowSlot, StepArgs, Tile, shared_target_quad, stage_target
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::{group_sum_loop, shfl_idx};
 use crate::gpu::feed::RowFeed;
-use crate::gpu::noise::{Noise, PhiloxNoise};
+use crate::gpu::noise::{CallerNoise, Noise, PhiloxNoise};
 use crate::gpu::row::{QuadInput, propose_quad};
-use crate::layout::{self, WARP_SIZE};
+use crate::layout::{self, SEGMENT_QUADS, WARP_SIZE};
 use crate::mh;
 use crate::rng;
 use crate::target::Target;
@@ -20,9 +20,6 @@ use crate::target::Target;
 ///
 /// # Safety
 /// `Q >= layout::quads_per_lane(dim)`, `V4` only if `dim % 4 == 0`; see the entry points.
-// The loops index three arrays and a feed by `k`: written with indices, they read as the
-// quads they are.
-#[allow(clippy::needless_range_loop)]
 #[inline(always)]
 pub(crate) unsafe fn row_resident<
     T: Target,
@@ -37,43 +34,86 @@ pub(crate) unsafe fn row_resident<
     feed: &F,
     target: u32,
 ) -> Decision {
+    // SAFETY: q < Q * 32 for every quad asked for, and `target` is the staged copy.
+    let target_quad = |q| unsafe { shared_target_quad::<T>(target, q) };
+    // SAFETY: forwarded from the contract: the row's quads are the lane's first Q.
+    let (ps, partial) =
+        unsafe { propose_resident::<T, N, F, Q>(args, noise, slot, feed, 0, target_quad) };
+    // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
+    // warp; lanes without a row take part with `live = false`).
+    let decision = unsafe { decide::<T>(partial, slot) };
+    // SAFETY: as above.
+    unsafe { write_resident::<N, F, Q, V4>(args, slot, feed, 0, &ps, decision.accept) };
+    decision
+}
+
+/// Pass 1 of a row held in registers: the proposals of the lane's quads `first_quad +
+/// lane_in_group + k g` (`k < Q`, read from `feed`) and the lane's partial sum of their terms,
+/// with the target's quads from `target_quad`. Returns `(proposals, partial)`.
+///
+/// Quad k is computed by every lane as soon as one lane of the warp has it (`first_quad + k g
+/// < n_quads`, the same in every lane: no divergence): a lane without it computes a quad of
+/// zeros (the feed's) against the zero target that `target_quad` gives past the row, which adds
+/// exactly 0 to its sum (the `Target` contract), and stores nothing. Cheaper than a branch per
+/// lane around each quad.
+/// (The fused kernel computes its first quads unconditionally instead; here that lets ptxas
+/// sink the next row's loads below this arithmetic, which costs more than the branches:
+/// `bench/NOTES.md`, "where the loads go".)
+///
+/// # Safety
+/// The lane's quads past `first_quad + Q g` are none of the row's.
+// The loops index an array and a feed by `k`: written with indices, they read as the quads
+// they are.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub(crate) unsafe fn propose_resident<T: Target, N: Noise, F: RowFeed<N, Q>, const Q: usize>(
+    args: &StepArgs,
+    noise: &N,
+    slot: RowSlot,
+    feed: &F,
+    first_quad: usize,
+    target_quad: impl Fn(usize) -> T::Quad,
+) -> ([[f32; 4]; Q], f32) {
     let n_quads = layout::quads_per_row(args.dim);
     let mut ps = [[0.0f32; 4]; Q];
     let mut partial = 0.0f32;
     // Loops with a constant trip count, unrolled: the arrays are indexed by constants and stay
     // in registers (a run-time index would send them to local memory).
-    //
-    // Quad k is computed by every lane as soon as one lane of the warp has it (`k * g <
-    // n_quads`, the same in every lane: no divergence): a lane without it computes a quad of
-    // zeros against a zero target, which adds exactly 0 to its sum (see `stage_target`), and
-    // stores nothing. Cheaper than a branch per lane around each quad.
-    // (The fused kernel computes its first quads unconditionally instead; here that lets ptxas
-    // sink the next row's loads below this arithmetic, which costs more than the branches:
-    // `bench/NOTES.md`, "where the loads go".)
     for k in 0..Q {
-        let q = slot.lane_in_group + k * slot.g;
-        if k * slot.g < n_quads {
+        let q = first_quad + slot.lane_in_group + k * slot.g;
+        if first_quad + k * slot.g < n_quads {
             (ps[k], partial) = propose_quad::<T, N>(
                 noise,
                 slot.row,
                 q,
                 // SAFETY: k < Q.
                 unsafe { feed.quad(k) },
-                (
-                    // SAFETY: q < Q * 32, and `target` is the staged copy.
-                    unsafe { shared_target_quad::<T>(target, q) },
-                    [args.step_size; 4],
-                ),
+                (target_quad(q), [args.step_size; 4]),
                 partial,
             );
         }
     }
-    // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
-    // warp; lanes without a row take part with `live = false`).
-    let decision = unsafe { decide::<T>(partial, slot) };
-    let accept = decision.accept;
+    (ps, partial)
+}
+
+/// Pass 2 of a row held in registers: the lane's quads of the new state (see
+/// [`propose_resident`]), the proposal if `accept`, else the state from `feed`.
+///
+/// # Safety
+/// A live row inside the batch (`slot.offset`), `V4` only if `dim % 4 == 0`.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+pub(crate) unsafe fn write_resident<N: Noise, F: RowFeed<N, Q>, const Q: usize, const V4: bool>(
+    args: &StepArgs,
+    slot: RowSlot,
+    feed: &F,
+    first_quad: usize,
+    ps: &[[f32; 4]; Q],
+    accept: bool,
+) {
+    let n_quads = layout::quads_per_row(args.dim);
     for k in 0..Q {
-        let q = slot.lane_in_group + k * slot.g;
+        let q = first_quad + slot.lane_in_group + k * slot.g;
         if slot.live && q < n_quads {
             // SAFETY: k < Q.
             let out = if accept {
@@ -85,7 +125,6 @@ pub(crate) unsafe fn row_resident<
             unsafe { args.store_x_new::<V4>(slot.offset, q, out) };
         }
     }
-    decision
 }
 
 /// Quads a lane of a streamed row has in flight ahead of the one it computes: one 16-byte
@@ -127,34 +166,45 @@ pub(crate) unsafe fn row_streaming<T: Target, N: Noise, const V4: bool, const SC
             *input = unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, qd) };
         }
     }
-    while slot.live && q < n_quads {
-        let input = ahead[0];
-        for d in 1..STREAM_DEPTH {
-            ahead[d - 1] = ahead[d];
+    // The row's segments (`layout::SEGMENT_QUADS`) in turn, each summed as a row of its own,
+    // the sums added in order: the bits of a row split over a block's warps
+    // (`gpu::block_rows`). The segment loop is uniform across the warp, as the sums' shuffles
+    // require.
+    let mut sum = 0.0f32;
+    for segment in 0..layout::segments(args.dim) {
+        let segment_end = n_quads.min((segment + 1) * SEGMENT_QUADS);
+        while slot.live && q < segment_end {
+            let input = ahead[0];
+            for d in 1..STREAM_DEPTH {
+                ahead[d - 1] = ahead[d];
+            }
+            let q_next = q + STREAM_DEPTH * slot.g;
+            ahead[STREAM_DEPTH - 1] = if q_next < n_quads {
+                // SAFETY: a row inside the batch and q_next < n_quads.
+                unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, q_next) }
+            } else {
+                QuadInput::ZERO
+            };
+            // SAFETY: q < n_quads (and `scale` holds dim floats if SCALED).
+            let (target, scale) = unsafe {
+                (
+                    args.target_quad::<T, V4>(q),
+                    args.proposal_scale::<SCALED, V4>(q),
+                )
+            };
+            let p;
+            (p, partial) =
+                propose_quad::<T, N>(noise, slot.row, q, input, (target, scale), partial);
+            // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
+            unsafe { args.store_x_new::<V4>(slot.offset, q, p) };
+            q += slot.g;
         }
-        let q_next = q + STREAM_DEPTH * slot.g;
-        ahead[STREAM_DEPTH - 1] = if q_next < n_quads {
-            // SAFETY: a row inside the batch and q_next < n_quads.
-            unsafe { QuadInput::load::<N, V4>(args, noise, slot.offset, q_next) }
-        } else {
-            QuadInput::ZERO
-        };
-        // SAFETY: q < n_quads (and `scale` holds dim floats if SCALED).
-        let (target, scale) = unsafe {
-            (
-                args.target_quad::<T, V4>(q),
-                args.proposal_scale::<SCALED, V4>(q),
-            )
-        };
-        let p;
-        (p, partial) = propose_quad::<T, N>(noise, slot.row, q, input, (target, scale), partial);
-        // SAFETY: a row inside the batch, q < n_quads, and quad q is this lane's alone.
-        unsafe { args.store_x_new::<V4>(slot.offset, q, p) };
-        q += slot.g;
+        // SAFETY: every lane of the warp reaches this (the caller's row loop and this segment
+        // loop are uniform across the warp; lanes without a row take part with `live = false`).
+        sum = mh::add_segment(sum, segment, unsafe { group_sum_loop(partial, slot.g) });
+        partial = 0.0;
     }
-    // SAFETY: every lane of the warp reaches this (the caller's row loop is uniform across the
-    // warp; lanes without a row take part with `live = false`).
-    let decision = unsafe { decide::<T>(partial, slot) };
+    let decision = decide_sum::<T>(sum, slot);
     let mut q = slot.lane_in_group;
     while slot.live && !decision.accept && q < n_quads {
         // Pass 2 in batches: all the batch's loads first, then its stores, so that the lane
@@ -205,7 +255,14 @@ pub(crate) struct Decision {
 #[inline(always)]
 pub(crate) unsafe fn decide<T: Target>(partial: f32, slot: RowSlot) -> Decision {
     // SAFETY: the whole warp is here (the contract); `slot.g` is the same in every lane.
-    let sum = T::row_total(unsafe { group_sum_loop(partial, slot.g) });
+    decide_sum::<T>(unsafe { group_sum_loop(partial, slot.g) }, slot)
+}
+
+/// The decision from the row's summed terms (through the target's row-level hook). A row past
+/// the batch never accepts.
+#[inline(always)]
+pub(crate) fn decide_sum<T: Target>(sum: f32, slot: RowSlot) -> Decision {
+    let sum = T::row_total(sum);
     Decision {
         accept: accept_sum(sum, slot),
         finite: mh::is_finite(sum),
@@ -367,6 +424,27 @@ pub(crate) unsafe fn step_tiles<
         tile = Tile::at(args, tile.first_row + tile_stride);
     }
 }
+/// The caller-noise entry points' arguments as the step's inputs.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+pub(crate) fn noise_step_inputs(
+    x: *const f32,
+    x_new: *mut f32,
+    accepted: *mut u8,
+    target: *const f32,
+    batch: u64,
+    dim: u64,
+    step_size: f32,
+    noise: *const f32,
+    uniform: *const f32,
+    tile_rows: u32,
+) -> (StepArgs, CallerNoise) {
+    let (args, _) = rng_step_inputs(
+        x, x_new, accepted, target, batch, dim, step_size, 0, 0, tile_rows,
+    );
+    (args, CallerNoise { noise, uniform })
+}
+
 /// The in-kernel-RNG entry points' arguments as the step's inputs.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]

@@ -80,6 +80,19 @@ pub(crate) unsafe fn store_shared_v4(addr: u32, v: [f32; 4]) {
     }
 }
 
+/// Stores one float at shared-memory address `addr` (`st.shared.f32`).
+///
+/// # Safety
+/// `addr` is a 4-byte aligned address inside a shared array of this block that no other
+/// thread accesses until the next block barrier.
+#[inline(always)]
+pub(crate) unsafe fn store_shared_f32(addr: u32, v: f32) {
+    // SAFETY: the caller guarantees 4 writable, aligned, unshared bytes at addr.
+    unsafe {
+        asm!("st.shared.f32 [{p}], {v};", p = in(reg32) addr, v = in(reg32) v, options(nostack));
+    }
+}
+
 /// Starts an asynchronous copy of the 16 bytes at global `src` into shared memory at `dst`
 /// (`cp.async.cg`, sm_80 and later): the data travels from L2 into shared memory without passing
 /// through registers, and the lane carries on until it waits for it

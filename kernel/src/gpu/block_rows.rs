@@ -1,0 +1,179 @@
+//! The single step of long rows, 1025 to 4096 elements: a block per row, a warp per segment.
+//!
+//! # Why a block, and what the warps share
+//! A warp holds a row of up to 1024 elements in registers (8 quads per lane), computes its
+//! proposal once, decides, and writes either the proposal or the state: each element read once
+//! and written once. A longer row does not fit one warp's registers; streamed through one warp
+//! instead (`step::row_streaming`), the proposal is written speculatively and the rejected
+//! half of the rows is read and written a second time, and at 4096 elements those bytes reach
+//! DRAM (`bench/NOTES.md`, "Issue 22").
+//!
+//! So the row is split over the warps of a block: warp `w` owns segment `w`
+//! ([`layout::SEGMENT_QUADS`] quads, 1024 elements), holds its proposal in registers as the
+//! one-warp-per-row step does (`step::propose_resident`), and sums its terms with a butterfly
+//! of shuffles. The row's decision needs all the segments' sums, and shuffles reach only the
+//! lanes of one warp: the warps meet in *shared memory*. Lane 0 of each warp stores its
+//! segment's sum in a slot of a small block-shared array, the block waits at a *barrier*
+//! (`bar.sync`: no thread continues until every thread of the block has arrived, and the
+//! stores before it are then visible to all), and every thread reads the sums, adding them in
+//! segment order (`mh::add_segment`): every warp computes the same total, bit for bit, as the
+//! CPU reference and the streamed step do.
+//!
+//! # The rest of the design
+//! - The next row's state travels into shared memory by `cp.async` while this one computes
+//!   (`SharedFeed`, as in the staged one-warp-per-row step), or, with the caller's noise, into
+//!   registers (`RegisterFeed`).
+//! - The grid is *persistent*: a few blocks per SM, each taking rows `b, b + grid, ...`, so
+//!   that there is always a next row to load ahead.
+//! - The sums' slots alternate between two sets by row: a fast warp storing the next row's sum
+//!   cannot overwrite a slot a slow warp has yet to read (to store it, the fast warp passed the
+//!   next row's barrier, which the slow warp reaches only after reading).
+//! - Every 32 rows, lane `l` of each warp takes the acceptance uniform of the block's `l`-th
+//!   next row and its threshold (one Philox call, or one load, and one `ln`, for 32 rows, as
+//!   the tiles of `step::step_tiles` do); each row's comes from its lane by a shuffle. No
+//!   warp waits for one lane's Philox call.
+
+use crate::gpu::args::{RowSlot, StepArgs};
+use crate::gpu::device::memory::{load_shared_v4, store_shared_f32};
+use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
+use crate::gpu::device::warp::{group_sum_loop, shfl_idx};
+use crate::gpu::feed::RowFeed;
+use crate::gpu::noise::Noise;
+use crate::gpu::step::{decide_sum, propose_resident, write_resident};
+use crate::layout::{self, MAX_BLOCK_ROW_SEGMENTS, SEGMENT_QUADS, WARP_SIZE};
+use crate::mh;
+use crate::target::Target;
+use core::arch::{asm, nvptx};
+
+/// Bytes of one set of the sums' slots: a float per segment, read back as one quad.
+const SUM_SLOTS_BYTES: u32 = (MAX_BLOCK_ROW_SEGMENTS * 4) as u32;
+const _: () = assert!(MAX_BLOCK_ROW_SEGMENTS <= 4);
+
+/// The body of the block-per-row entry points: rows `block_idx, block_idx + grid, ...`, each
+/// split over the block's warps, one segment each (see the module documentation).
+///
+/// # Safety
+/// As the single steps, with blocks of exactly `layout::segments(dim)` warps (at most
+/// [`MAX_BLOCK_ROW_SEGMENTS`]), `V4` only if `dim % 4 == 0`, and `feed` made for this warp's
+/// segment.
+#[inline(always)]
+pub(crate) unsafe fn step_block_rows<
+    T: Target,
+    N: Noise,
+    F: RowFeed<N, Q>,
+    const Q: usize,
+    const V4: bool,
+>(
+    args: &StepArgs,
+    noise: &N,
+    mut feed: F,
+) {
+    let sums: u32;
+    // SAFETY: declares a block-shared array and takes its address; no memory is touched.
+    unsafe {
+        asm!("{{ .shared .align 16 .b8 fused_mh_segment_sums[{bytes}]; mov.u32 {base}, fused_mh_segment_sums; }}",
+             bytes = const 2 * SUM_SLOTS_BYTES,
+             base = out(reg32) sums, options(nostack));
+    }
+    let (lane, warp) = (lane_id(), thread_idx_x() / WARP_SIZE);
+    let segments = block_dim_x() / WARP_SIZE;
+    // This lane's first quad of every row, and the quads 32 apart that follow it.
+    let first_quad = warp * SEGMENT_QUADS;
+    let n_quads = layout::quads_per_row(args.dim);
+    // Past the row, a zero quad: it adds exactly 0 (the `Target` contract).
+    let target_quad = |q: usize| {
+        if q < n_quads {
+            // SAFETY: q < n_quads; V4 only if dim % 4 == 0 (the contract).
+            unsafe { args.target_quad::<T, V4>(q) }
+        } else {
+            T::quad(|_| [0.0; 4])
+        }
+    };
+    let mut row = block_idx_x();
+    // SAFETY: the feed is this segment's (the contract).
+    unsafe { load_row::<N, F, Q, V4>(&mut feed, args, noise, row, first_quad + lane) };
+    let mut set = 0u32;
+    // The block's rows so far, and the thresholds of its 32 rows from the last multiple of 32.
+    let (mut rows_done, mut tile_threshold) = (0u32, 0.0f32);
+    // `row` is the same in every thread of the block: the loop, and the barrier in it, are
+    // uniform across the block.
+    while row < args.batch {
+        let next = row + grid_dim_x();
+        if rows_done % WARP_SIZE as u32 == 0 {
+            let lane_row = row + lane * grid_dim_x();
+            tile_threshold = if lane_row < args.batch {
+                // SAFETY: lane_row < batch.
+                mh::threshold(mh::log_uniform(unsafe { noise.uniform(lane_row) }))
+            } else {
+                0.0
+            };
+        }
+        // SAFETY: the whole warp is here (the loop is uniform across the block).
+        let threshold = unsafe { shfl_idx(tile_threshold, rows_done % WARP_SIZE as u32) };
+        // SAFETY: as above.
+        unsafe { load_row::<N, F, Q, V4>(&mut feed, args, noise, next, first_quad + lane) };
+        let slot = RowSlot {
+            row: row as u32,
+            offset: row * args.dim,
+            live: true,
+            lane_in_group: lane,
+            g: WARP_SIZE,
+            threshold,
+        };
+        // SAFETY: the warp's quads of the row are its first Q from `first_quad` (a segment).
+        let (ps, partial) = unsafe {
+            propose_resident::<T, N, F, Q>(args, noise, slot, &feed, first_quad, target_quad)
+        };
+        // SAFETY: the whole warp is here (the loop is uniform across the block).
+        let segment_sum = unsafe { group_sum_loop(partial, WARP_SIZE) };
+        let set_base = sums + set * SUM_SLOTS_BYTES;
+        if lane == 0 {
+            // SAFETY: this warp's slot of this row's set: no other thread writes it, and no
+            // thread reads it before the barrier below.
+            unsafe { store_shared_f32(set_base + warp as u32 * 4, segment_sum) };
+        }
+        // SAFETY: every thread of the block reaches this barrier (the loop is uniform).
+        unsafe { nvptx::_syncthreads() };
+        // SAFETY: the set's slots, written before the barrier (the module documentation says
+        // why the next row's stores cannot overwrite them before this read); the slots past
+        // `segments` are read but not used.
+        let segment_sums = unsafe { load_shared_v4(set_base) };
+        let mut sum = segment_sums[0];
+        // A loop of constant bounds, unrolled: the quad stays in registers.
+        for (segment, &segment_sum) in segment_sums.iter().enumerate().skip(1) {
+            if segment < segments {
+                sum = mh::add_segment(sum, segment, segment_sum);
+            }
+        }
+        let decision = decide_sum::<T>(sum, slot);
+        // SAFETY: a row inside the batch; V4 as above.
+        unsafe {
+            write_resident::<N, F, Q, V4>(args, slot, &feed, first_quad, &ps, decision.accept)
+        };
+        if warp == 0 && lane == 0 {
+            // SAFETY: row < batch; this thread is the flag's only writer.
+            unsafe { *args.accepted.add(row) = u8::from(decision.accept) };
+        }
+        set ^= 1;
+        rows_done += 1;
+        row = next;
+    }
+}
+
+/// Makes the feed's last row the current one and issues the loads of this lane's quads
+/// (`first_quad + 32 k`) of `row`, or nothing past the batch.
+///
+/// # Safety
+/// `feed` is this lane's segment's, `V4` only if `dim % 4 == 0`.
+#[inline(always)]
+unsafe fn load_row<N: Noise, F: RowFeed<N, Q>, const Q: usize, const V4: bool>(
+    feed: &mut F,
+    args: &StepArgs,
+    noise: &N,
+    row: usize,
+    first_quad: usize,
+) {
+    let live = row < args.batch;
+    // SAFETY: a row inside the batch when live (the offset is not used otherwise).
+    unsafe { feed.load_next::<V4>(args, noise, row * args.dim, live, first_quad, WARP_SIZE) };
+}
