@@ -23,8 +23,10 @@
 //! - The next row's state travels into shared memory by `cp.async` while this one computes
 //!   (`SharedFeed`, as in the staged one-warp-per-row step), or, with the caller's noise, into
 //!   registers (`RegisterFeed`).
-//! - The grid is *persistent*: a few blocks per SM, each taking rows `b, b + grid, ...`, so
-//!   that there is always a next row to load ahead.
+//! - The grid is *persistent*: one wave, as many blocks as the SMs hold at once (the host asks
+//!   the driver's occupancy for the kernel), each taking rows `b, b + grid, ...`, so that
+//!   there is always a next row to load ahead. A grid of more blocks would run the rest as a
+//!   second, partial wave of whole blocks, each with its share of rows to do alone.
 //! - The sums' slots alternate between two sets by row: a fast warp storing the next row's sum
 //!   cannot overwrite a slot a slow warp has yet to read (to store it, the fast warp passed the
 //!   next row's barrier, which the slow warp reaches only after reading).
