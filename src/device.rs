@@ -11,7 +11,7 @@
 //!    stream to finish the work before it.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{
@@ -53,6 +53,9 @@ pub struct Gpu {
     name: String,
     ptx_target: &'static str,
     sms: usize,
+    /// The driver's occupancy (blocks per SM) by (function, threads per block), for the
+    /// persistent grids ([`Gpu::fit_persistent`]): asked once, not at every launch.
+    resident_blocks: Mutex<HashMap<(usize, u32), u32>>,
 }
 
 impl Gpu {
@@ -131,6 +134,14 @@ impl Gpu {
                 }
             }
         }
+        for ((_, base), function) in &target_functions {
+            // More than the 48 KB a launch may give without asking: the driver must be told.
+            let bytes = dispatch::max_dynamic_shared_bytes(base);
+            if bytes > 0 {
+                use cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES as MAX_DYNAMIC;
+                function.set_attribute(MAX_DYNAMIC, bytes as i32)?;
+            }
+        }
         Ok(Self {
             functions,
             target_functions,
@@ -138,6 +149,7 @@ impl Gpu {
             name: ctx.name()?,
             ptx_target: ptx.target,
             sms: sms.max(1) as usize,
+            resident_blocks: Mutex::default(),
             ctx,
             stream,
         })
@@ -321,8 +333,8 @@ impl Gpu {
     }
 
     /// `chosen` with a persistent grid ([`dispatch::persistent`]) cut to one wave of the blocks
-    /// that the SMs hold at once, by the driver's occupancy for `function`; other launches as
-    /// they are.
+    /// that the SMs hold at once, by the driver's occupancy for `function` (asked once per
+    /// function and block size); other launches as they are.
     pub(crate) fn fit_persistent(
         &self,
         chosen: Launch,
@@ -332,10 +344,30 @@ impl Gpu {
         if !dispatch::persistent(chosen.entry) {
             return Ok(chosen);
         }
-        let resident =
-            function.occupancy_max_active_blocks_per_multiprocessor(chosen.threads, 0, None)?;
+        let key = (function.cu_function() as usize, chosen.threads);
+        // A poisoned lock holds a complete map still: every insert is one call.
+        let known = self
+            .resident_blocks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .copied();
+        let resident = match known {
+            Some(blocks) => blocks,
+            None => {
+                let dynamic = dispatch::dynamic_shared_bytes(chosen) as usize;
+                let blocks = function
+                    .occupancy_max_active_blocks_per_multiprocessor(chosen.threads, dynamic, None)?
+                    .max(1);
+                self.resident_blocks
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key, blocks);
+                blocks
+            }
+        };
         Ok(Launch {
-            blocks: dispatch::one_wave(shape, resident.max(1), self.device()),
+            blocks: dispatch::one_wave(shape, resident, self.device()),
             ..chosen
         })
     }
@@ -431,7 +463,7 @@ fn grid(launch: Launch) -> LaunchConfig {
     LaunchConfig {
         grid_dim: (launch.blocks.max(1), 1, 1),
         block_dim: (launch.threads, 1, 1),
-        shared_mem_bytes: 0,
+        shared_mem_bytes: dispatch::dynamic_shared_bytes(launch),
     }
 }
 

@@ -16,8 +16,9 @@ use support::problems::{POISON_FLAG, POISON_X, open, rng};
 /// Shapes that reach every single-step kernel: rows in registers in whole quads and not
 /// (staged in the newer module), the staged one-warp-per-row step, streamed rows in whole
 /// quads and not, caller noise's 8-quad rows, and the block per row (two segments).
-const STEP_SHAPES: [(usize, usize); 7] = [
+const STEP_SHAPES: [(usize, usize); 8] = [
     (1100, 2048),
+    (260, 8192),
     (4096, 64),
     (1000, 33),
     (300, 1024),
@@ -148,7 +149,14 @@ fn main() -> ExitCode {
                 ));
             }
         }
-        for (batch, dim) in [(4096, 64), (65536, 64), (300, 300), (64, 1030), (700, 4096)] {
+        for (batch, dim) in [
+            (4096, 64),
+            (65536, 64),
+            (300, 300),
+            (64, 1030),
+            (700, 4096),
+            (150, 6144),
+        ] {
             trials.push(gpu_test(
                 format!("run_equals_single_steps::{name}::{batch}x{dim}"),
                 Box::new(move || run_equals_single_steps(kind, batch, dim)),

@@ -33,8 +33,11 @@ macro_rules! for_each_entry_point {
             mh_family_staged_step mh_step_staged_q2_v4 (MAX_RESIDENT_QUADS_PER_LANE, 0);
             mh_family_staged_step mh_step_staged_q8_v4 (MAX_STAGED_QUADS_PER_LANE, WARP_SIZE);
             // The long rows' single step, a block per row (the in-kernel RNG's on sm_80 only).
-            mh_family_block_rows_step mh_step_block_rows_v4 (MAX_STAGED_QUADS_PER_LANE, MAX_BLOCK_ROW_SEGMENTS);
-            mh_family_block_rows_step mh_step_block_rows_2w_v4 (MAX_STAGED_QUADS_PER_LANE, 2);
+            // Staged in an array for 4 warps, for 2 warps, or in the launch's dynamic shared
+            // memory for up to 8.
+            mh_family_block_rows_step mh_step_block_rows_v4 (MAX_STAGED_QUADS_PER_LANE, STAGED_WARPS_PER_BLOCK, new);
+            mh_family_block_rows_step mh_step_block_rows_2w_v4 (MAX_STAGED_QUADS_PER_LANE, 2, new);
+            mh_family_block_rows_step mh_step_block_rows_8w_v4 (MAX_STAGED_QUADS_PER_LANE, MAX_BLOCK_ROW_SEGMENTS, in_dynamic_shared);
             mh_family_noise_block_rows_step mh_step_with_noise_block_rows_v4 (MAX_RESIDENT_QUADS_CALLER_NOISE);
             // The single step with the caller's random numbers.
             mh_family_noise_step mh_step_with_noise_q2_v4 (MAX_RESIDENT_QUADS_PER_LANE, true);
@@ -79,7 +82,7 @@ macro_rules! for_each_entry_point {
 #[macro_export]
 #[doc(hidden)]
 macro_rules! entry_bases {
-    ([] $($family:ident $name:ident ($($constant:expr),*);)*) => {
+    ([] $($family:ident $name:ident ($($constant:tt),*);)*) => {
         /// The names the host's dispatcher chooses among, for every target: entry `i` of a
         /// target's exported names (`TargetKind::entry_points`) is `ENTRY_BASES[i]` followed
         /// by `_` and the target's module name.
@@ -93,7 +96,7 @@ crate::for_each_entry_point!(entry_bases,);
 #[macro_export]
 #[doc(hidden)]
 macro_rules! target_entry_points {
-    ([$suffix:ident, $target:ty] $($family:ident $name:ident ($($constant:expr),*);)*) => {
+    ([$suffix:ident, $target:ty] $($family:ident $name:ident ($($constant:tt),*);)*) => {
         /// This target's exported entry-point names, in [`crate::abi::ENTRY_BASES`]' order.
         pub const ENTRY_POINTS: &[&str] =
             &[$(concat!(stringify!($name), "_", stringify!($suffix))),*];

@@ -93,10 +93,19 @@ pub fn segments(dim: usize) -> usize {
     quads_per_row(dim).div_ceil(SEGMENT_QUADS).max(1)
 }
 
-/// The most segments a row has for the block-per-row step: rows of up to 4096 elements, a
-/// block of one warp per segment (its staged rows take the staged steps' shared array, sized
-/// for [`STAGED_WARPS_PER_BLOCK`] warps).
-pub const MAX_BLOCK_ROW_SEGMENTS: usize = STAGED_WARPS_PER_BLOCK;
+/// The most segments a row has for the block-per-row step: rows of up to 8192 elements, a
+/// block of one warp per segment (at most 8 warps, so that the segments' sums fit two quads
+/// of shared memory). Rows of up to [`STAGED_WARPS_PER_BLOCK`] segments with in-kernel random
+/// numbers stage in a shared array the kernel declares; longer ones need more than a kernel
+/// may declare, and stage in the launch's dynamic shared memory
+/// ([`block_rows_staging_bytes`]).
+pub const MAX_BLOCK_ROW_SEGMENTS: usize = 2 * STAGED_WARPS_PER_BLOCK;
+
+/// Bytes of the shared staging array of a block-per-row step with in-kernel random numbers and
+/// `warps` warps: each warp's current segment and the next row's, 16 bytes per quad.
+pub const fn block_rows_staging_bytes(warps: usize) -> usize {
+    warps * 2 * SEGMENT_QUADS * 16
+}
 
 /// The longest rows the `split` fused kernels take: groups of at most 16 lanes
 /// ([`group_width`]), so that twice the lanes still fit in a warp.
@@ -142,9 +151,14 @@ mod tests {
             (2052, 3),
             (4096, 4),
             (4097, 5),
+            (8192, 8),
+            (8196, 9),
         ] {
             assert_eq!(segments(dim), n, "dim {dim}");
         }
+        // A block-per-row warp stages two segments of 4 KB.
+        assert_eq!(block_rows_staging_bytes(1), 2 * 1024 * 4);
+        assert!(segments(8192) <= MAX_BLOCK_ROW_SEGMENTS);
     }
 
     #[test]

@@ -157,23 +157,46 @@ pub fn one_wave(shape: Shape, resident_blocks: u32, device: Device) -> u32 {
         .max(1) as u32
 }
 
-/// The long rows' single step (`mh_step_block_rows_v4`, `mh_step_block_rows_2w_v4` for rows of
-/// two segments, whose staging array is sized for two warps, `mh_step_with_noise_block_rows_v4`):
-/// a block of one warp per segment of the row ([`layout::segments`]), and a persistent grid,
-/// each block taking every `blocks`-th row.
+/// The long rows' single step: a block of one warp per segment of the row
+/// ([`layout::segments`]), and a persistent grid, each block taking every `blocks`-th row.
+/// With in-kernel random numbers, the entry by the staging array the block needs:
+/// `mh_step_block_rows_2w_v4` for rows of two segments (an array for two warps lets more
+/// blocks onto an SM), `mh_step_block_rows_v4` up to four, `mh_step_block_rows_8w_v4` up to
+/// eight (in dynamic shared memory, [`dynamic_shared_bytes`]); with the caller's noise,
+/// `mh_step_with_noise_block_rows_v4`.
 fn block_rows(shape: Shape, in_kernel: bool, device: Device) -> Launch {
     let blocks = one_wave(shape, BLOCK_ROWS_PER_SM, device);
+    let segments = layout::segments(shape.dim());
     Launch {
-        entry: if in_kernel && layout::segments(shape.dim()) <= 2 {
-            "mh_step_block_rows_2w_v4"
-        } else if in_kernel {
-            "mh_step_block_rows_v4"
-        } else {
-            "mh_step_with_noise_block_rows_v4"
+        entry: match segments {
+            _ if !in_kernel => "mh_step_with_noise_block_rows_v4",
+            ..=2 => "mh_step_block_rows_2w_v4",
+            s if s <= STAGED_WARPS_PER_BLOCK => "mh_step_block_rows_v4",
+            _ => "mh_step_block_rows_8w_v4",
         },
         blocks,
-        threads: (layout::segments(shape.dim()) * WARP_SIZE) as u32,
+        threads: (segments * WARP_SIZE) as u32,
         tile_rows: 1,
+    }
+}
+
+/// The most dynamic shared memory a launch of the entry `base` gives a block
+/// ([`dynamic_shared_bytes`] for its largest block); 0 for kernels that take none.
+pub fn max_dynamic_shared_bytes(base: &str) -> u32 {
+    if base == "mh_step_block_rows_8w_v4" {
+        layout::block_rows_staging_bytes(MAX_BLOCK_ROW_SEGMENTS) as u32
+    } else {
+        0
+    }
+}
+
+/// Bytes of dynamic shared memory the launch gives each block: the staging array of
+/// `mh_step_block_rows_8w_v4`, for its block's warps
+/// ([`layout::block_rows_staging_bytes`]); 0 for every other kernel.
+pub fn dynamic_shared_bytes(launch: Launch) -> u32 {
+    match max_dynamic_shared_bytes(launch.entry) {
+        0 => 0,
+        _ => layout::block_rows_staging_bytes((launch.threads / WARP_SIZE as u32) as usize) as u32,
     }
 }
 

@@ -40,12 +40,13 @@ fn single_steps_take_the_kernel_that_holds_the_row() {
     );
     let noise = |dim| step(shape(1 << 20, dim), &CALLER, PORTABLE).entry;
     assert_eq!(
-        [64, 257, 1024, 1025, 1028, 4096, 4100].map(noise),
+        [64, 257, 1024, 1025, 1028, 4096, 8192, 8196].map(noise),
         [
             "mh_step_with_noise_q2_v4",
             "mh_step_with_noise_q8",
             "mh_step_with_noise_q8_v4",
             "mh_step_with_noise",
+            "mh_step_with_noise_block_rows_v4",
             "mh_step_with_noise_block_rows_v4",
             "mh_step_with_noise_block_rows_v4",
             "mh_step_with_noise_streaming_v4"
@@ -54,7 +55,7 @@ fn single_steps_take_the_kernel_that_holds_the_row() {
     // Staged where the module has it: whole quads, up to 1024 elements.
     let staged = |dim| step(shape(1 << 20, dim), &IN_KERNEL, H200).entry;
     assert_eq!(
-        [4, 256, 260, 1024, 1028, 4096, 4100, 33, 257, 1030].map(staged),
+        [4, 256, 260, 1024, 1028, 4096, 4100, 8192, 8196, 33, 257, 1030].map(staged),
         [
             "mh_step_staged_q2_v4",
             "mh_step_staged_q2_v4",
@@ -62,6 +63,8 @@ fn single_steps_take_the_kernel_that_holds_the_row() {
             "mh_step_staged_q8_v4",
             "mh_step_block_rows_2w_v4",
             "mh_step_block_rows_v4",
+            "mh_step_block_rows_8w_v4",
+            "mh_step_block_rows_8w_v4",
             "mh_step_streaming_v4",
             "mh_step_q2",
             "mh_step",
@@ -80,12 +83,18 @@ fn long_rows_take_a_block_each() {
         (1 << 20, 1028, 2, 4 * 132, "mh_step_block_rows_2w_v4"),
         (16384, 4096, 4, 4 * 132, "mh_step_block_rows_v4"),
         (5, 2052, 3, 5, "mh_step_block_rows_v4"),
+        (16384, 5000, 5, 4 * 132, "mh_step_block_rows_8w_v4"),
+        (300, 8192, 8, 300, "mh_step_block_rows_8w_v4"),
     ] {
         let launch = step(shape(batch, dim), &IN_KERNEL, H200);
         assert_eq!(launch.entry, entry);
         assert_eq!((launch.threads, launch.blocks, launch.tile_rows), (warps * 32, blocks, 1));
+        // Only the 8-warp kernel stages in dynamic shared memory: 8 KB per warp.
+        let dynamic = if entry.contains("_8w") { warps * 8192 } else { 0 };
+        assert_eq!(dynamic_shared_bytes(launch), dynamic);
         let noise = step(shape(batch, dim), &CALLER, PORTABLE);
         assert_eq!((noise.threads, noise.blocks), (warps * 32, blocks));
+        assert_eq!(dynamic_shared_bytes(noise), 0);
     }
 }
 
@@ -203,7 +212,7 @@ fn every_name(staged: bool) -> BTreeSet<&'static str> {
 /// Every name the dispatch can return.
 fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
     let device = Device { sms: 132, staged };
-    let dims = (1..=1100).chain([4096, 4097, 8192]);
+    let dims = (1..=1100).chain([4096, 4097, 8192, 8196]);
     let mut names = BTreeSet::new();
     for dim in dims {
         for batch in [1, 4096, 1 << 20] {

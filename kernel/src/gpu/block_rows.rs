@@ -1,4 +1,4 @@
-//! The single step of long rows, 1025 to 4096 elements: a block per row, a warp per segment.
+//! The single step of long rows, 1025 to 8192 elements: a block per row, a warp per segment.
 //!
 //! # Why a block, and what the warps share
 //! A warp holds a row of up to 1024 elements in registers (8 quads per lane), computes its
@@ -22,7 +22,9 @@
 //! # The rest of the design
 //! - The next row's state travels into shared memory by `cp.async` while this one computes
 //!   (`SharedFeed`, as in the staged one-warp-per-row step), or, with the caller's noise, into
-//!   registers (`RegisterFeed`).
+//!   registers (`RegisterFeed`). Staging takes 8 KB per warp (a segment and the next row's):
+//!   up to 4 warps, an array the kernel declares; 5 to 8 warps (64 KB), more than a kernel
+//!   may declare, so the launch gives it as *dynamic* shared memory.
 //! - The grid is *persistent*: one wave, as many blocks as the SMs hold at once (the host asks
 //!   the driver's occupancy for the kernel), each taking rows `b, b + grid, ...`, so that
 //!   there is always a next row to load ahead. A grid of more blocks would run the rest as a
@@ -47,9 +49,9 @@ use crate::mh;
 use crate::target::Target;
 use core::arch::{asm, nvptx};
 
-/// Bytes of one set of the sums' slots: a float per segment, read back as one quad.
+/// Bytes of one set of the sums' slots: a float per segment, read back as two quads.
 const SUM_SLOTS_BYTES: u32 = (MAX_BLOCK_ROW_SEGMENTS * 4) as u32;
-const _: () = assert!(MAX_BLOCK_ROW_SEGMENTS <= 4);
+const _: () = assert!(MAX_BLOCK_ROW_SEGMENTS <= 8);
 
 /// The body of the block-per-row entry points: rows `block_idx, block_idx + grid, ...`, each
 /// split over the block's warps, one segment each (see the module documentation).
@@ -138,10 +140,21 @@ pub(crate) unsafe fn step_block_rows<
         unsafe { nvptx::_syncthreads() };
         // SAFETY: the set's slots, written before the barrier (the module documentation says
         // why the next row's stores cannot overwrite them before this read); the slots past
-        // `segments` are read but not used.
-        let segment_sums = unsafe { load_shared_v4(set_base) };
+        // `segments` are read but not used, and the second quad only when there are more than
+        // four segments (the same in every thread).
+        let segment_sums = unsafe {
+            let low = load_shared_v4(set_base);
+            let high = if segments > 4 {
+                load_shared_v4(set_base + 16)
+            } else {
+                [0.0; 4]
+            };
+            [
+                low[0], low[1], low[2], low[3], high[0], high[1], high[2], high[3],
+            ]
+        };
         let mut sum = segment_sums[0];
-        // A loop of constant bounds, unrolled: the quad stays in registers.
+        // A loop of constant bounds, unrolled: the sums stay in registers.
         for (segment, &segment_sum) in segment_sums.iter().enumerate().skip(1) {
             if segment < segments {
                 sum = mh::add_segment(sum, segment, segment_sum);

@@ -215,19 +215,22 @@ macro_rules! mh_family_staged_step {
 
 /// The long rows' single step with random numbers drawn in the kernel (sm_80 and later): a
 /// block per row, a warp per segment, each row's state staged by `cp.async` (see
-/// [`crate::gpu::block_rows`]), in a shared array for blocks of up to `$warps` warps (a
-/// smaller array for the blocks of two warps lets more of them onto an SM). Rows of 1025 to
-/// 4096 elements in whole quads.
+/// [`crate::gpu::block_rows`]), in a shared array for blocks of up to `$warps` warps that the
+/// kernel declares (`$staging` = `new`: a smaller array for the blocks of two warps lets more
+/// of them onto an SM) or that the launch gives (`in_dynamic_shared`, for more than 4 warps).
+/// Rows of 1025 to 8192 elements in whole quads.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! mh_family_block_rows_step {
-    ($name:ident, $export:expr, $target:ty, $q:expr, $warps:expr) => {
+    ($name:ident, $export:expr, $target:ty, $q:expr, $warps:expr, $staging:ident) => {
         /// One Metropolis–Hastings step of every chain, a block per row, random numbers drawn
         /// in the kernel.
         ///
         /// # Safety
         /// As the single steps (`tile_rows` is ignored), with `dim % 4 == 0` and blocks of
-        /// exactly `layout::segments(dim)` warps, at most `$warps`.
+        /// exactly `layout::segments(dim)` warps, at most `$warps`; with `in_dynamic_shared`,
+        /// launched with `layout::block_rows_staging_bytes(warps)` bytes of dynamic shared
+        /// memory.
         #[cfg(target_feature = "sm_80")]
         #[unsafe(export_name = $export)]
         pub unsafe extern "ptx-kernel" fn $name(
@@ -251,7 +254,7 @@ macro_rules! mh_family_block_rows_step {
             let first_quad = thread_idx_x() / WARP_SIZE * SEGMENT_QUADS;
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                let feed = SharedFeed::<{ $q }, WARP_SIZE, { $warps }>::new(&args, first_quad);
+                let feed = SharedFeed::<{ $q }, WARP_SIZE, { $warps }>::$staging(&args, first_quad);
                 block_rows::step_block_rows::<$target, _, _, { $q }, true>(&args, &noise, feed)
             }
         }
@@ -260,7 +263,7 @@ macro_rules! mh_family_block_rows_step {
 
 /// The long rows' single step with the caller's random numbers: a block per row, a warp per
 /// segment, each row's state and noise loaded one row ahead into registers. Rows of 1025 to
-/// 4096 elements in whole quads.
+/// 8192 elements in whole quads.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! mh_family_noise_block_rows_step {

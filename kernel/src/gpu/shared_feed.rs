@@ -13,6 +13,15 @@ use crate::gpu::noise::PhiloxNoise;
 use crate::gpu::row::QuadInput;
 use crate::layout::{self, QUAD, WARP_SIZE};
 
+/// The most shared memory a kernel may declare for itself; beyond it, a launch gives the
+/// block *dynamic* shared memory, up to the device's opt-in limit (227 KB on the H200).
+const MAX_STATIC_SHARED_BYTES: usize = 48 * 1024;
+
+// The module's dynamic shared array: an array of no declared size, at the start of each
+// block's dynamic shared memory, as long as the launch makes it. PTX takes `.extern` arrays
+// only at module scope, hence the file-scope assembly rather than a declaration in a kernel.
+core::arch::global_asm!(".extern .shared .align 16 .b8 fused_mh_dynamic_staging[];");
+
 /// Rows loaded ahead into shared memory by asynchronous copies (sm_80 and later), two buffers
 /// per warp (for blocks of up to `W` warps): the row being computed and the next one, in
 /// flight.
@@ -47,24 +56,61 @@ impl<const Q: usize, const G: usize, const W: usize> SharedFeed<Q, G, W> {
     /// Bytes of one buffer: a row of `Q` quads per lane.
     pub(crate) const ROW_BYTES: u32 = (Q * WARP_SIZE * 16) as u32;
 
-    /// Declares the block's staging array (a kernel calls this once), finds this lane's slots
-    /// in it, and zeroes the slots of the quads the lane never has (rows shorter than `Q * 32`
-    /// quads from `first_quad`, the warp's first quad of each row: 0, or its segment's for
-    /// the long rows of `gpu::block_rows`): they are computed with the others (see
-    /// `propose_resident`) but never copied, and a zero quad against the zero-padded target
-    /// adds exactly 0.
+    /// Bytes of the staging array: two buffers for each of `W` warps.
+    pub(crate) const STAGING_BYTES: usize = W * 2 * Q * WARP_SIZE * 16;
+
+    /// Declares the block's staging array (a kernel calls this or
+    /// [`in_dynamic_shared`](Self::in_dynamic_shared) once) and makes this lane's feed in it
+    /// ([`at`](Self::at)).
     ///
     /// # Safety
     /// The block has at most `W` warps.
     #[inline(always)]
     pub(crate) unsafe fn new(args: &StepArgs, first_quad: usize) -> Self {
+        const { assert!(Self::STAGING_BYTES <= MAX_STATIC_SHARED_BYTES) };
         let base: u32;
         // SAFETY: declares a block-shared array and takes its address; no memory is touched.
         unsafe {
             asm!("{{ .shared .align 16 .b8 fused_mh_staging[{bytes}]; mov.u32 {base}, fused_mh_staging; }}",
-                 bytes = const W * 2 * Q * WARP_SIZE * 16,
+                 bytes = const Self::STAGING_BYTES,
                  base = out(reg32) base, options(nostack));
         }
+        // SAFETY: the array holds `W` warps' buffers; the block has at most `W` warps.
+        unsafe { Self::at(base, args, first_quad) }
+    }
+
+    /// This lane's feed in the launch's *dynamic* shared memory: for staging arrays larger
+    /// than a kernel may declare (48 KB), sized by the launch instead
+    /// (`dispatch::dynamic_shared_bytes` on the host) after the driver has been told the
+    /// kernel takes that much (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    ///
+    /// # Safety
+    /// The launch gives the block at least two buffers of [`ROW_BYTES`](Self::ROW_BYTES) per
+    /// warp of dynamic shared memory, and the block has at most `W` warps.
+    #[inline(always)]
+    pub(crate) unsafe fn in_dynamic_shared(args: &StepArgs, first_quad: usize) -> Self {
+        let base: u32;
+        // SAFETY: takes the address of the module's dynamic shared array; touches no memory.
+        unsafe {
+            asm!("mov.u32 {base}, fused_mh_dynamic_staging;",
+                 base = out(reg32) base, options(nostack, nomem));
+        }
+        // SAFETY: the launch gives the block's buffers (the contract).
+        unsafe { Self::at(base, args, first_quad) }
+    }
+
+    /// This lane's feed in the staging array at `base`: finds the lane's slots, and zeroes
+    /// the slots of the quads the lane never has (rows shorter than `Q * 32` quads from
+    /// `first_quad`, the warp's first quad of each row: 0, or its segment's for the long
+    /// rows of `gpu::block_rows`): they are computed with the others (see
+    /// `propose_resident`) but never copied, and a zero quad against the zero-padded target
+    /// adds exactly 0.
+    ///
+    /// # Safety
+    /// `base` is a shared array of two buffers of [`ROW_BYTES`](Self::ROW_BYTES) for every
+    /// warp of the block.
+    #[inline(always)]
+    unsafe fn at(base: u32, args: &StepArgs, first_quad: usize) -> Self {
         let lane = lane_id();
         let g = if G > 0 {
             G
