@@ -469,12 +469,13 @@ fn grid(launch: Launch) -> LaunchConfig {
 
 /// A host copy of the device buffer `src`, into memory allocated fallibly
 /// ([`crate::host_memory`]): cudarc's `clone_dtoh` aborts the process when the host has no room.
-fn download<T: DeviceRepr + Clone + Default>(
+/// The buffer is zeroed by the allocator, so the copy is the first write of its pages.
+fn download<T: DeviceRepr + ValidAsZeroBits>(
     stream: &Arc<CudaStream>,
     what: &'static str,
     src: &impl DevicePtr<T>,
 ) -> Result<Vec<T>> {
-    let mut host = crate::host_memory::filled(what, src.len(), T::default())?;
+    let mut host = crate::host_memory::zeroed(what, src.len())?;
     stream.memcpy_dtoh(src, &mut host)?;
     Ok(host)
 }

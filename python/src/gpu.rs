@@ -241,21 +241,31 @@ impl Device {
             let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
             chains.set_step_counter(first_step);
             let rows = fused_mh::diagnostics::start::spread_rows(shape, 1);
-            let spread =
-                crate::diagnostics::spread(&chains.x_rows(rows)?, shape, target.host.sigma())?;
+            let starts = chains.x_rows(rows)?;
             let mut stats = gpu.new_stats(shape, true)?;
-            let ran = gpu.run(
-                &mut chains,
-                &target.target,
-                &config,
-                &plan,
-                &mut stats,
-                &mut |_| interrupts.check(),
-                &mut |chunk| {
-                    trace.extend_from_slice(chunk.states);
-                    Ok(())
-                },
-            )?;
+            // The starting points' spread on the host while the GPU runs (milliseconds at a
+            // million chains, otherwise spent before the first launch).
+            let (ran, spread) = std::thread::scope(|scope| {
+                let spread =
+                    scope.spawn(|| crate::diagnostics::spread(&starts, shape, target.host.sigma()));
+                let ran = gpu.run(
+                    &mut chains,
+                    &target.target,
+                    &config,
+                    &plan,
+                    &mut stats,
+                    &mut |_| interrupts.check(),
+                    &mut |chunk| {
+                        trace.extend_from_slice(chunk.states);
+                        Ok(())
+                    },
+                );
+                let spread = spread
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+                (ran, spread)
+            });
+            let (ran, spread) = (ran?, spread?);
             Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread))
         });
         let (chains, stats, trace, ran, spread) = interrupts.result(run)?;
