@@ -4,12 +4,18 @@ also writes the figures there as JSON.
 
 Each figure is the median over 7 repetitions of (wall time of N calls / N), after warm-up, with
 a synchronize around each repetition: at (4096, 64) that is the per-call cost (launch-bound),
-at (1048576, 64) the kernels' throughput. The kernel's own time comes from the Rust
-benchmark's single step on the same GPU (device events), passed as --kernel-us."""
+at (1048576, 64) the kernels' throughput. The package's own figures are measured `--runs`
+times (5 by default), each in a fresh interpreter, and reported as the median of the runs
+with their spread (min-max): a per-call cost of a few microseconds moves between processes
+(where the allocator's blocks and the driver's queues start) more than within one. The kernel's
+own time comes from the Rust benchmark's single step on the same GPU (device events), passed
+as --kernel-us."""
 
 import argparse
 import json
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -51,44 +57,82 @@ def per_call_us(f, x, n):
     return statistics.median(samples)
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--kernel-us", type=float, nargs=2, default=[None, None],
-                   help="the Rust benchmark's step at (4096, 64) and (1048576, 64)")
-    p.add_argument("json", nargs="?")
-    args = p.parse_args()
-    rows = []
-    for (batch, n), kernel in zip([(4096, 2000), (1048576, 200)], args.kernel_us):
+SHAPES = [(4096, 2000), (1048576, 200)]
+
+
+def fused_figures():
+    """The package's figures in this interpreter: Model per call at each shape, run per step."""
+    out = {}
+    for batch, n in SHAPES:
         x = torch.randn(batch, 64, device="cuda")
-        model = fused_mh.Model(64, step_size=0.1)
-        ref = Reference(64, 0.1).cuda()
-        compiled = torch.compile(ref)
-        rows.append({
-            "batch": batch,
-            "dim": 64,
-            "fused_mh_us": per_call_us(model, x, n),
-            "reference_us": per_call_us(ref, x, n),
-            "compiled_us": per_call_us(compiled, x, n),
-            "kernel_us": kernel,
-        })
+        out[f"model_us_{batch}"] = per_call_us(fused_mh.Model(64, step_size=0.1), x, n)
     # `run`: 100 fused steps in one launch, per step (with the device copy of x, the counts'
     # and the moments' hand-over).
     x = torch.randn(1048576, 64, device="cuda")
     mu, sigma = torch.zeros(64), torch.ones(64)
     fused_mh.run(x, mu, sigma, 0.1, 100)
-    run_us = per_call_us(lambda x: fused_mh.run(x, mu, sigma, 0.1, 100), x, 5) / 100
-    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}")
-    print(f"fused_mh.run at (1048576, 64), 100 steps a launch: {run_us:.2f} us per step")
+    out["run_us_per_step"] = per_call_us(lambda x: fused_mh.run(x, mu, sigma, 0.1, 100), x, 5) / 100
+    return out
+
+
+def spread(runs, key):
+    values = [r[key] for r in runs]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values),
+            "runs": values}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--kernel-us", type=float, nargs=2, default=[None, None],
+                   help="the Rust benchmark's step at (4096, 64) and (1048576, 64)")
+    p.add_argument("--runs", type=int, default=5,
+                   help="fresh interpreters measuring the package's figures (median, spread)")
+    p.add_argument("--fused-only", action="store_true",
+                   help="the package's figures alone (no reference module, no torch.compile)")
+    p.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("json", nargs="?")
+    args = p.parse_args()
+    if args.one_run:
+        print(json.dumps(fused_figures()))
+        return
+    runs = [json.loads(subprocess.run([sys.executable, __file__, "--one-run"], check=True,
+                                      capture_output=True, text=True).stdout.splitlines()[-1])
+            for _ in range(args.runs)]
+    if args.fused_only:
+        for key in runs[0]:
+            r = spread(runs, key)
+            print(f"{key}: {r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f}) over {args.runs} runs")
+        return
+    rows = []
+    for (batch, n), kernel in zip(SHAPES, args.kernel_us):
+        x = torch.randn(batch, 64, device="cuda")
+        ref = Reference(64, 0.1).cuda()
+        compiled = torch.compile(ref)
+        rows.append({
+            "batch": batch,
+            "dim": 64,
+            "fused_mh_us": spread(runs, f"model_us_{batch}"),
+            "reference_us": per_call_us(ref, x, n),
+            "compiled_us": per_call_us(compiled, x, n),
+            "kernel_us": kernel,
+        })
+    run_us = spread(runs, "run_us_per_step")
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"fused_mh: median of {args.runs} runs (min-max)")
+    print(f"fused_mh.run at (1048576, 64), 100 steps a launch: {run_us['median']:.2f} us per step "
+          f"({run_us['min']:.2f}-{run_us['max']:.2f})")
     print("| (B, dim) | fused_mh.Model µs/call | Rust single step µs | reference module | torch.compile |")
     print("|---|---|---|---|---|")
     for r in rows:
         k = f"{r['kernel_us']:.2f}" if r["kernel_us"] else "-"
-        print(f"| ({r['batch']}, 64) | {r['fused_mh_us']:.2f} | {k} | {r['reference_us']:.2f} "
-              f"| {r['compiled_us']:.2f} |")
+        f = r["fused_mh_us"]
+        print(f"| ({r['batch']}, 64) | {f['median']:.2f} ({f['min']:.2f}-{f['max']:.2f}) | {k} "
+              f"| {r['reference_us']:.2f} | {r['compiled_us']:.2f} |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "rows": rows, "run_us_per_step_1048576x64_k100": run_us}, f, indent=1)
+                       "runs": args.runs, "rows": rows,
+                       "run_us_per_step_1048576x64_k100": run_us}, f, indent=1)
 
 
 if __name__ == "__main__":
