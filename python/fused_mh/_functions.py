@@ -38,6 +38,8 @@ class _TargetCache:
                 raise ValueError(f"{name} has {value.size} elements, mu {self.mu.size}")
             self.params[name] = np.ascontiguousarray(value)
         self.arrays = [self.params[n] for n in names]
+        # The library's own checks (finite values, a scale > 0), here where the values are set.
+        _native.check_target(self.name, self.arrays)
         self._uploaded = {}
 
     def __call__(self, device):

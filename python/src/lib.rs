@@ -31,6 +31,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cpu::step_with_noise, m)?)?;
     m.add_function(wrap_pyfunction!(cpu::run, m)?)?;
     m.add_function(wrap_pyfunction!(targets::target_params, m)?)?;
+    m.add_function(wrap_pyfunction!(targets::check_target, m)?)?;
     m.add_function(wrap_pyfunction!(models::sample_model, m)?)?;
     m.add_class::<gpu::Device>()?;
     m.add_class::<gpu::Target>()?;

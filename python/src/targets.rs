@@ -25,6 +25,13 @@ pub fn target_params(name: &str) -> PyResult<Vec<&'static str>> {
     Ok(kind(name)?.params().to_vec())
 }
 
+/// Checks target `name`'s parameters as the library does (the same messages: `sigma[2] = -1
+/// must be > 0`), so that a `Model` refuses bad values when they are set, not at its next call.
+#[pyfunction]
+pub fn check_target(name: &str, params: Vec<PyReadonlyArray1<'_, f32>>) -> PyResult<()> {
+    build(name, &params).map(drop)
+}
+
 /// Target `name` from its parameters (contiguous float32 arrays of one length each), checked
 /// as the library checks them.
 pub fn build(name: &str, params: &[PyReadonlyArray1<'_, f32>]) -> PyResult<Target> {
