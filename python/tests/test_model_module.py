@@ -129,3 +129,25 @@ def test_every_public_name_is_documented():
     for name in ["forward", "mu", "sigma", "step", "seed", "step_size", "state_dict",
                  "load_state_dict", "to", "buffers", "named_buffers"]:
         assert getattr(fused_mh.Model, name).__doc__, name
+
+
+def test_the_package_is_typed():
+    """`py.typed` and the stub ship with the package, and the stub declares every public name
+    and every public method of `Model`, with the signatures the code has."""
+    import ast
+    import inspect
+    from pathlib import Path
+    root = Path(fused_mh.__file__).parent
+    assert (root / "py.typed").is_file()
+    stub = ast.parse((root / "__init__.pyi").read_text())
+    declared = {n.name: n for n in stub.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert set(fused_mh.__all__) <= set(declared)
+    for name in fused_mh.__all__:
+        if isinstance(declared[name], ast.FunctionDef):
+            stub_args = [a.arg for a in declared[name].args.args + declared[name].args.kwonlyargs]
+            code_args = [p for p, v in inspect.signature(getattr(fused_mh, name)).parameters.items()
+                         if v.kind not in (v.VAR_KEYWORD, v.VAR_POSITIONAL)]
+            assert stub_args == code_args, name
+    model_stub = {n.name for n in declared["Model"].body if isinstance(n, ast.FunctionDef)}
+    public = {n for n in dir(fused_mh.Model) if not n.startswith("_")} - {"dim"}
+    assert public <= model_stub | {"step_size", "seed", "step"}, public - model_stub
