@@ -8,6 +8,9 @@ PyTorch on the caller's current stream).
 
 `step`, `step_with_noise` and `run` are the functions under it (see their docs).
 
+Arrays are float32; float64 ones are converted, with a `DtypeWarning` naming the array (as
+`host` converts float64 `.npy` files, with a note), and any other dtype is a `TypeError`.
+
 Models with data (regressions, the hierarchical normal, the dense Gaussian) are sampled by
 `sample`, as `host sample` samples them:
 
@@ -18,10 +21,11 @@ and the same model objects take the Gaussian target's place in `run(x, model, st
 steps=...)` and `Model(model)`: random-walk steps of the chains `x[B, params]`.
 """
 
+from ._arrays import DtypeWarning
 from ._functions import run, step, step_with_noise
 from ._model import Model
 from ._models import (DenseGaussian, HierarchicalNormal, LinearRegression, LogisticRegression,
                       Posterior, sample)
 
-__all__ = ["DenseGaussian", "HierarchicalNormal", "LinearRegression", "LogisticRegression",
+__all__ = ["DenseGaussian", "DtypeWarning", "HierarchicalNormal", "LinearRegression", "LogisticRegression",
            "Model", "Posterior", "run", "sample", "step", "step_with_noise"]

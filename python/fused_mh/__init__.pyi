@@ -10,6 +10,8 @@ import numpy as np
 Array = Any
 Model_ = Union["LinearRegression", "LogisticRegression", "HierarchicalNormal", "DenseGaussian"]
 
+class DtypeWarning(UserWarning): ...
+
 def step(x: Array, mu: Array, sigma: Array, step_size: float, seed: int = 0, step: int = 0, *,
          target: str = "gaussian", **params: Any) -> Tuple[Array, Array]: ...
 def step_with_noise(x: Array, mu: Array, sigma: Array, step_size: float, noise: Array,
@@ -82,5 +84,5 @@ def sample(model: Model_, *, chains: Optional[int] = None, warmup: Optional[int]
            superchain_size: Optional[int] = None, device: str = "cuda",
            resume: Optional[Posterior] = None) -> Posterior: ...
 
-__all__ = ["DenseGaussian", "HierarchicalNormal", "LinearRegression", "LogisticRegression",
+__all__ = ["DenseGaussian", "DtypeWarning", "HierarchicalNormal", "LinearRegression", "LogisticRegression",
            "Model", "Posterior", "run", "sample", "step", "step_with_noise"]

@@ -5,7 +5,9 @@ step queued on PyTorch's current stream; JAX GPU arrays go as DLPack capsules to
 outputs are allocated here and handed to JAX by DLPack (JAX lends no writable memory)."""
 
 import contextlib
+import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -46,11 +48,52 @@ def is_torch_tensor(x):
     return torch is not None and isinstance(x, torch.Tensor)
 
 
+class DtypeWarning(UserWarning):
+    """A float64 array converted to float32 (fused-mh computes in float32). The one dtype rule,
+    the same in every function and in `host`'s `.npy` inputs: float32 is taken as it is,
+    float64 converted (a copy) with this warning naming the array, any other dtype refused
+    with a `TypeError`. Silence it with `warnings.simplefilter("ignore", fused_mh.DtypeWarning)`."""
+
+
+def converted(name):
+    """Warns that `name` was float64 and is now float32, pointing at the caller's line (the
+    first frame outside this package)."""
+    here, level, frame = os.path.dirname(__file__), 1, sys._getframe(0)
+    while frame is not None and os.path.dirname(frame.f_code.co_filename) == here:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"{name} is float64; converted to float32 (fused-mh computes in float32)",
+                  DtypeWarning, stacklevel=level)
+
+
+def refused(name, dtype):
+    return TypeError(f"{name} has dtype {dtype}: fused-mh takes float32 (float64 is converted, "
+                     "with a DtypeWarning)")
+
+
+def gpu_float32(name, a):
+    """The GPU array `a` (a CUDA tensor or a JAX GPU array) as float32, by the one dtype rule
+    (`DtypeWarning`): as it is, or float64 converted on its device."""
+    if is_cuda_tensor(a):
+        torch = torch_module()
+        if a.dtype == torch.float32:
+            return a
+        if a.dtype == torch.float64:
+            converted(name)
+            return a.float()
+    else:
+        if a.dtype == np.float32:
+            return a
+        if a.dtype == np.float64:
+            converted(name)
+            return a.astype(np.float32)
+    raise refused(name, a.dtype)
+
+
 def to_numpy(name, a, ndim=None, convert=False):
-    """`a` as a NumPy array without a copy: a NumPy array as it is (the Rust side checks its
-    layout), a CPU tensor by `.numpy()`. It must be float32, unless `convert` (the target's
-    `mu` and `sigma`, which may also be lists: converted to float32, as the reference
-    module's buffers are)."""
+    """`a` as a float32 NumPy array: a NumPy array as it is (the Rust side checks its layout),
+    a CPU tensor by `.numpy()`, float64 converted by the one dtype rule (`DtypeWarning`). With
+    `convert` (the target's `mu`, `sigma` and parameters) `a` may also be a list of numbers, or
+    on a GPU (it comes to the host once, when it is set)."""
     if isinstance(a, np.ndarray):
         out = a
     elif is_torch_tensor(a):
@@ -66,10 +109,11 @@ def to_numpy(name, a, ndim=None, convert=False):
         out = np.asarray(a, dtype=np.float32)
     else:
         raise TypeError(f"{name}: expected a NumPy array or a torch tensor, got {type(a).__name__}")
-    if convert:
-        out = out.astype(np.float32, copy=False)
+    if out.dtype == np.float64:
+        converted(name)
+        out = out.astype(np.float32)
     elif out.dtype != np.float32:
-        raise TypeError(f"{name} has dtype {out.dtype}, the step needs float32")
+        raise refused(name, out.dtype)
     if ndim is not None and out.ndim != ndim:
         raise ValueError(f"{name} has {out.ndim} dimensions, expected {ndim}")
     return out
@@ -109,7 +153,7 @@ def jax_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     and handed to JAX without a copy (`jax.dlpack.from_dlpack`)."""
     jax = jax_module()
     if x.dtype != np.float32:
-        raise TypeError(f"x has dtype {x.dtype}, the step needs float32")
+        x = gpu_float32("x", x)
     if x.ndim != 2:
         raise ValueError(f"x has {x.ndim} dimensions, expected 2 ([B, dim])")
     device = DEVICES.get(next(iter(x.devices())).local_hardware_id)
@@ -117,7 +161,7 @@ def jax_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     if noise is not None or uniform is not None:
         if not (is_jax_gpu(noise) and is_jax_gpu(uniform)):
             raise TypeError("noise and uniform must be JAX GPU arrays on the device of x")
-        extra = {"noise": noise, "uniform": uniform}
+        extra = {"noise": gpu_float32("noise", noise), "uniform": gpu_float32("uniform", uniform)}
     # The package's stream does not follow JAX's: the inputs must be complete first.
     for a in [x, *extra.values()]:
         a.block_until_ready()
@@ -174,8 +218,8 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     torch = torch_module()
     import torch.utils.dlpack  # noqa: F401 (a submodule: imported for `to_dlpack`)
 
-    if x.dtype != torch.float32:
-        raise TypeError(f"x has dtype {x.dtype}, the step needs torch.float32")
+    if x.dtype != torch.float32:  # the per-call path: one comparison when it is float32
+        x = gpu_float32("x", x)
     if x.dim() != 2:
         raise ValueError(f"x has {x.dim()} dimensions, expected 2 ([B, dim])")
     index = x.device.index
@@ -193,6 +237,7 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     if noise is not None or uniform is not None:
         if not (is_cuda_tensor(noise) and is_cuda_tensor(uniform)):
             raise TypeError("noise and uniform must be CUDA tensors on the device of x")
+        noise, uniform = gpu_float32("noise", noise), gpu_float32("uniform", uniform)
         extra = {"noise": capsule(noise), "uniform": capsule(uniform)}
     device.step(
         stream,
@@ -216,8 +261,7 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         torch = torch_module()
         import torch.utils.dlpack  # noqa: F401
 
-        if x.dtype != torch.float32:
-            raise TypeError(f"x has dtype {x.dtype}, the run needs torch.float32")
+        x = gpu_float32("x", x)
         index = x.device.index
         # The run copies x on the package's stream: what writes x must be done first.
         torch.cuda.current_stream(index).synchronize()
@@ -225,8 +269,7 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         memory_errors = _MemoryErrors(torch)
     else:
         jax = jax_module()
-        if x.dtype != np.float32:
-            raise TypeError(f"x has dtype {x.dtype}, the run needs float32")
+        x = gpu_float32("x", x)
         index = next(iter(x.devices())).local_hardware_id
         x.block_until_ready()
         capsule, back = x.__dlpack__(), jax.dlpack.from_dlpack

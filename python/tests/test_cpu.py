@@ -90,7 +90,9 @@ def test_cpu_tensors_come_back_as_tensors():
 @pytest.mark.parametrize(
     "change, error, message",
     [
-        (lambda a: a.update(x=a["x"].astype(np.float64)), TypeError, "dtype float64"),
+        (lambda a: a.update(x=a["x"].astype(np.float16)), TypeError, "dtype float16"),
+        (lambda a: a.update(x=a["x"].astype(np.int32)), TypeError, "x has dtype int32"),
+        (lambda a: a.update(mu=a["mu"].astype(np.int64)), TypeError, "mu has dtype int64"),
         (lambda a: a.update(x=a["x"][:, ::2].copy()[:, :3]), ValueError, "dim"),
         (lambda a: a.update(x=np.asfortranarray(a["x"])), ValueError, "C-contiguous"),
         (lambda a: a.update(x=a["x"][0]), ValueError, "1 dimensions, expected 2"),

@@ -148,7 +148,12 @@ def test_bad_cuda_inputs_raise():
     x, mu, sigma = problem(64, 8, 6)
     model = fused_mh.Model(8)
     with pytest.raises(TypeError, match="float32"):
-        model(cuda(x).double())
+        model(cuda(x).half())
+    # float64 is converted (the one dtype rule), with a warning naming it: the same step.
+    with pytest.warns(fused_mh.DtypeWarning, match="x is float64"):
+        got, _ = fused_mh.Model(8)(cuda(x).double())
+    assert got.dtype == torch.float32
+    assert same_bits(got.cpu().numpy(), fused_mh.Model(8)(cuda(x))[0].cpu().numpy())
     with pytest.raises(ValueError, match="contiguous"):
         model(cuda(x.T.copy()).t())
     with pytest.raises(ValueError, match="shape"):

@@ -151,3 +151,29 @@ def test_the_package_is_typed():
     model_stub = {n.name for n in declared["Model"].body if isinstance(n, ast.FunctionDef)}
     public = {n for n in dir(fused_mh.Model) if not n.startswith("_")} - {"dim"}
     assert public <= model_stub | {"step_size", "seed", "step"}, public - model_stub
+
+
+def test_float64_is_converted_with_a_warning_naming_the_array():
+    """The one dtype rule (as `host` reads float64 `.npy` files): float64 becomes float32 with a
+    `DtypeWarning` naming the array, pointing at the caller's line, and the step is the one
+    float32 inputs take, bit for bit; a list has no dtype and is taken quietly."""
+    import warnings
+    x, mu, sigma = problem(40, 6, 2)
+    want, accepted = fused_mh.step(x, mu, sigma, 0.5, seed=3)
+    for name in ["x", "mu", "sigma"]:
+        args = {"x": x, "mu": mu, "sigma": sigma}
+        args[name] = args[name].astype(np.float64)
+        with pytest.warns(fused_mh.DtypeWarning, match=f"^{name} is float64; converted") as w:
+            got, got_accepted = fused_mh.step(args["x"], args["mu"], args["sigma"], 0.5, seed=3)
+        assert w[0].filename == __file__
+        assert same_bits(got, want) and np.array_equal(got_accepted, accepted)
+    model = fused_mh.Model(6)
+    with pytest.warns(fused_mh.DtypeWarning, match="^mu is float64"):
+        model.mu = np.zeros(6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.sigma = [1.0] * 6
+    r = None
+    with pytest.warns(fused_mh.DtypeWarning, match="^x is float64"):
+        r = fused_mh.run(x.astype(np.float64), mu, sigma, 0.5, 4, seed=1)
+    assert same_bits(r["x"], fused_mh.run(x, mu, sigma, 0.5, 4, seed=1)["x"])
