@@ -85,9 +85,10 @@ pub struct BenchArgs {
     /// Timed repetitions per configuration (median reported; at least 50 for the record).
     #[arg(long, default_value_t = 100)]
     reps: usize,
-    /// Untimed launches before timing.
+    /// Untimed launches before timing each configuration (not `run`'s `--warmup`, which adapts
+    /// the step size).
     #[arg(long, default_value_t = 10)]
-    warmup: usize,
+    untimed_launches: usize,
     /// Steps launched back to back for the launch-bound measurement.
     #[arg(long, default_value_t = 1000)]
     back_to_back: usize,
@@ -162,6 +163,8 @@ struct Row {
     copy_fraction: Option<f64>,
     updates_per_s: Option<f64>,
     cpu_ms: f64,
+    /// The CPU reference's element updates per second (from `cpu_ms`, scaled as it is).
+    cpu_updates_per_s: f64,
     cpu_sampled_rows: Option<usize>,
     speedup: Option<f64>,
     check: String,
@@ -399,10 +402,12 @@ fn measure(
         copy_fraction: None,
         updates_per_s: None,
         cpu_ms,
+        cpu_updates_per_s: shape.len() as f64 / (cpu_ms * 1e-3),
         cpu_sampled_rows,
         speedup: None,
         check: "cpu only".into(),
-        target_fraction: target,
+        // The targets are the GPU's: a row the CPU alone ran has none.
+        target_fraction: target.filter(|_| gpu.is_some()),
         target_met: None,
     };
     let Some(gpu) = gpu else { return Ok(row) };
@@ -433,7 +438,9 @@ fn measure(
         Err(e) => format!("FAILED: {e}"),
     };
 
-    let times = time_each(gpu, args.warmup, args.reps, || one_step(&mut chains))?;
+    let times = time_each(gpu, args.untimed_launches, args.reps, || {
+        one_step(&mut chains)
+    })?;
     let seconds = times.median_us * 1e-6;
     let gbps = row.bytes as f64 / seconds / 1e9;
     row.gpu = Some(times);

@@ -15,7 +15,7 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
     }
     writeln!(
         out,
-        "{:<6} {:>8} {:>5} {:>26} {:>9} {:>7} {:>6} {:>10} {:>12} {:>8} {:<14} target",
+        "{:<6} {:>8} {:>5} {:>26} {:>9} {:>7} {:>6} {:>10} {:>12} {:>10} {:>8} {:<14} target",
         "mode",
         "batch",
         "dim",
@@ -25,6 +25,7 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
         "%copy",
         "Gupd/s",
         "CPU ms",
+        "CPU Mupd/s",
         "speedup",
         "check",
     )?;
@@ -47,7 +48,7 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
         };
         writeln!(
             out,
-            "{:<6} {:>8} {:>5} {:>26} {:>9.1} {:>7} {:>6} {:>10} {:>12} {:>8} {:<14} {}",
+            "{:<6} {:>8} {:>5} {:>26} {:>9.1} {:>7} {:>6} {:>10} {:>12} {:>10.1} {:>8} {:<14} {}",
             format!("{:?}", r.mode).to_lowercase(),
             r.batch,
             r.dim,
@@ -57,6 +58,7 @@ pub(super) fn table(report: &Report) -> Result<String, std::fmt::Error> {
             opt(r.copy_fraction, 100.0, 1),
             opt(r.updates_per_s, 1e-9, 1),
             cpu,
+            r.cpu_updates_per_s * 1e-6,
             opt(r.speedup, 1.0, 0),
             r.check,
             target

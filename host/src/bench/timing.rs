@@ -36,15 +36,15 @@ fn timing_event(gpu: &Gpu) -> Result<CudaEvent> {
         .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?)
 }
 
-/// Times `work` with a pair of device events around each repetition, after `warmup` untimed
+/// Times `work` with a pair of device events around each repetition, after `untimed` untimed
 /// runs; one synchronization at the end, none inside the loop.
 pub(crate) fn time_each(
     gpu: &Gpu,
-    warmup: usize,
+    untimed: usize,
     reps: usize,
     mut work: impl FnMut() -> Result<()>,
 ) -> Result<Times> {
-    for _ in 0..warmup {
+    for _ in 0..untimed {
         work()?;
     }
     let events: Vec<(CudaEvent, CudaEvent)> = (0..reps)

@@ -110,7 +110,7 @@ pub const SMALL_BENCHMARK: [&str; 11] = [
     "rng",
     "--reps",
     "2",
-    "--warmup",
+    "--untimed-launches",
     "1",
     "--back-to-back",
     "2",
