@@ -10,6 +10,7 @@ use fused_mh::{Diagnostics, Error, Gpu, Progress, RunPlan, Shape, StepConfig, cp
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::inputs::Inputs;
+use super::progress_line;
 use super::summary::{Checkpoint, Stats};
 use crate::npy::NpyStream;
 
@@ -106,29 +107,41 @@ pub fn chains(
         }
     };
     let progress = ProgressBar::new(burn_in + plan.steps);
+    // Within 80 columns (`progress_line`): the bar, the position, the rate, the time left.
     progress.set_style(
-        ProgressStyle::with_template("{bar:30} {pos}/{len} steps  {per_sec}  eta {eta}  {msg}")
-            .expect("valid template"),
+        ProgressStyle::with_template("{bar:16} {pos}/{len} {msg}").expect("valid template"),
     );
     // Positions count the burn-in first (`offset` is 0 during it); the diagnostics after the
     // burn-in are kept for summary.json and the chart.
     let history = RefCell::new(Vec::new());
+    let until = plan.diagnostics.and_then(|d| d.until_rhat);
+    let last = std::cell::Cell::new(None);
     let report = |offset: u64, p: &Progress<'_>| {
         progress.set_position(offset + p.done);
         if let Some(d) = p.diagnostics {
-            progress.set_message(format!(
-                "acceptance {:.3}  worst split R-hat {:.4}  lowest ESS {:.0}",
-                d.acceptance_rate.unwrap_or(f64::NAN),
-                d.max_nested_rhat(),
-                d.min_ess()
-            ));
+            let (acceptance, rhat) = (d.acceptance_rate.unwrap_or(f64::NAN), d.max_nested_rhat());
+            last.set(Some((acceptance, rhat, d.min_ess())));
             history.borrow_mut().push(Checkpoint {
                 step: p.done,
-                max_nested_rhat: d.max_nested_rhat(),
+                max_nested_rhat: rhat,
                 min_ess: d.min_ess(),
                 acceptance_rate: d.acceptance_rate,
             });
         }
+        let in_burn_in = burn_in > 0 && offset == 0;
+        let left = if in_burn_in {
+            burn_in.saturating_sub(p.done) + plan.steps
+        } else {
+            let rhat = last.get().map(|(_, r, _)| r);
+            progress_line::steps_left(p.done, plan.steps, rhat, until)
+        };
+        let estimated = !in_burn_in && until.is_some() && last.get().is_some();
+        progress.set_message(progress_line::message(
+            progress.per_sec(),
+            left,
+            estimated,
+            last.get(),
+        ));
     };
     let spread = |x: &[f32]| match plan.diagnostics {
         Some(d) => start_spread(x, shape, d.superchain_size, inputs.target.sigma()),
@@ -306,8 +319,7 @@ pub fn warm_up(
     let mut scaling = precondition.then(|| ScaleAdaptation::new(shape.dim()));
     let progress = ProgressBar::new(steps);
     progress.set_style(
-        ProgressStyle::with_template("warm-up {bar:30} {pos}/{len} steps  {msg}")
-            .expect("valid template"),
+        ProgressStyle::with_template("warm-up {bar:16} {pos}/{len} {msg}").expect("valid template"),
     );
     let rows = shape.batch() as f64;
     let (mut done, mut nonfinite) = (0, 0);
@@ -342,7 +354,7 @@ pub fn warm_up(
                 done += k;
                 progress.set_position(done);
                 progress.set_message(format!(
-                    "acceptance {last_acceptance:.3}  step size {:.4}",
+                    "acc {last_acceptance:.3} step size {:.4}",
                     adapt.step_size()
                 ));
             }

@@ -38,6 +38,7 @@ mod chart;
 mod execute;
 mod inputs;
 mod json_float;
+mod progress_line;
 mod report;
 mod summary;
 
