@@ -161,3 +161,27 @@ def test_the_readme_numpy_example_runs(capsys):
     exec(readme_example("model = fused_mh.Model(dim=8"), {})
     rate, shape = capsys.readouterr().out.split(" ", 1)
     assert 0.3 < float(rate) < 0.7 and shape.strip() == "(10, 4096, 8)"
+
+
+def test_the_readme_host_run_example_runs_outside_the_clone(monkeypatch, tmp_path, capsys):
+    """The README's `host run` example, from a directory outside the clone: it writes only into
+    a temporary directory of its own (nothing into the clone or the caller's directory) and
+    prints what the README says it prints (here with 256 chains, to keep CI short)."""
+    from conftest import ROOT, host_program
+    program = host_program()
+    if program is None:
+        pytest.skip("no host program built (cargo build -p host, or set FUSED_MH_HOST)")
+    monkeypatch.setenv("FUSED_MH_HOST", str(program))
+    caller = tmp_path / "caller"
+    caller.mkdir()
+    monkeypatch.chdir(caller)
+    before = sorted(p.name for p in ROOT.iterdir())
+    example = readme_example("x0 = np.tile(mu + 10 * sigma")
+    assert "B, D = 4096, 16" in example
+    exec(example.replace("B, D = 4096, 16", "B, D = 256, 16"), {})
+    out = capsys.readouterr().out
+    assert "acceptance" in out and "same decisions: 1.0" in out, out
+    assert list(caller.iterdir()) == [], "the example wrote into the caller's directory"
+    assert sorted(p.name for p in ROOT.iterdir()) == before, "the example wrote into the clone"
+    import os
+    assert os.path.basename(os.getcwd()).startswith("fused-mh-example-")
