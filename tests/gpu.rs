@@ -22,13 +22,11 @@ mod support;
 
 use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng};
 
-/// The shapes every comparison runs on: a single element, dims below 32 and not multiples of 4
-/// or 32, a typical batch, dims in the thousands (several quads per lane), and a row of 333
-/// (kept in registers in caller-noise mode, streamed with in-kernel random numbers, no
-/// multiple of 4): every variant of the kernel runs. Rows of 2052 to 8192 take the block per
-/// row (three segments, the last of one quad; four full ones; five, staged in dynamic shared
-/// memory; eight), with more rows than the persistent grid has blocks at 2052, 4096 and 8192,
-/// so each block also loads rows ahead.
+/// The shapes every comparison runs on: one element, dims below 32 and not multiples of 4 or
+/// 32, a typical batch, dims in the thousands, and a row of 333 (in registers with caller
+/// noise, streamed with in-kernel RNG, no multiple of 4): every kernel variant runs. Rows of
+/// 2052 to 8192 take a block per row (3 segments, the last of one quad; 4; 5 and 8, staged in
+/// dynamic shared memory), more rows than the persistent grid has blocks at 2052, 4096, 8192.
 const SHAPES: [(usize, usize); 12] = [
     (1500, 2052),
     (600, 4096),
