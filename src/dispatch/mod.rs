@@ -89,6 +89,9 @@ fn blocks_for(warps: u64, threads: u32, device: Device) -> u32 {
 /// - `_v4` when `dim % 4 == 0`: every quad a 16-byte vector.
 /// - With in-kernel random numbers and the `sm_80` module, rows of up to 1024 elements in whole
 ///   quads are *staged* instead: the next row travels into shared memory by `cp.async`.
+/// - Rows of 1025 to 8192 elements in whole quads take a block each, a warp per 1024-element
+///   segment ([`block_rows`]; with in-kernel random numbers, the `sm_80` module only); longer
+///   rows, and long rows not in whole quads, stream.
 pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
     let in_kernel = matches!(draws, Draws::Philox { .. });
     let dim = shape.dim();
