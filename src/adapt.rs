@@ -34,6 +34,10 @@
 //! acceptance. Both are frozen after the warm-up, so the chains afterwards are a plain
 //! random-walk sampler with a fixed (diagonal) proposal, valid for any scales.
 
+/// Steps per warm-up launch: the step size adapts after each (`host run --warmup`, and
+/// `fused_mh.run(..., warmup=N)` in Python).
+pub const WARMUP_LAUNCH_STEPS: u64 = 10;
+
 /// The state of the adaptation.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct StepSizeAdaptation {

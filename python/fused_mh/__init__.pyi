@@ -20,6 +20,7 @@ def step_with_noise(x: Array, mu: Array, sigma: Array, step_size: float, noise: 
 def run(x: Array, mu: Union[Array, Model_], sigma: Optional[Array] = None,
         step_size: Optional[float] = None, steps: Optional[int] = None, seed: int = 0,
         first_step: int = 0, thin: int = 0, steps_per_launch: int = 100, *,
+        warmup: int = 0, target_accept: Optional[float] = None, burn_in: int = 0,
         target: str = "gaussian", **params: Any) -> Dict[str, Any]: ...
 
 class Model:

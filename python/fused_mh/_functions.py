@@ -98,6 +98,9 @@ def run(
     thin=0,
     steps_per_launch=100,
     *,
+    warmup=0,
+    target_accept=None,
+    burn_in=0,
     target="gaussian",
     **params,
 ):
@@ -122,6 +125,15 @@ def run(
     device copy of `x` (`host run`): `x`, `mean` and `var` come back in the input's framework on
     its device, the counts and the trace as NumPy arrays.
 
+    `warmup` steps first adapt the step size (`host run --warmup`): launches of
+    `_native.WARMUP_LAUNCH_STEPS` steps from `step_size`, each launch's acceptance rate moving it
+    toward `target_accept` (0.234 by default); then `burn_in` steps are run and dropped
+    (`--burn-in`); then the `steps`, at the adapted step size, from step counter
+    `first_step + warmup + burn_in`. The result adds `step_size` (the one the steps ran at),
+    `next_step` (the counter after them: a later run continues there) and, after a warm-up,
+    `warmup` (`steps`, `target_accept`, `initial_step_size`, `last_acceptance`: summary.json's).
+    The counts, moments, trace and diagnostics are those of the `steps` alone.
+
     `target` and its parameters as for `step`.
 
     `run(x, model, step_size=..., steps=..., seed=0, first_step=0, thin=0)` with a model with
@@ -129,26 +141,51 @@ def run(
     (unconstrained) instead: see `fused_mh._models.step_chains` (final `x`, `accepted_count`,
     `trace` on the parameters' own scale)."""
     from . import _models
+    from ._model import _unsigned
+    warmup, burn_in = _unsigned("warmup", warmup), _unsigned("burn_in", burn_in)
     if isinstance(mu, _models.MODELS):
         if sigma is not None or step_size is None or steps is None or params:
             raise TypeError("run(x, model, ...) takes step_size= and steps= (and seed=, "
                             "first_step=, thin=) as keywords, and no target parameters")
+        if warmup or burn_in or target_accept is not None:
+            raise TypeError("run(x, model, ...) takes no warmup, target_accept or burn_in: "
+                            "`sample` adapts and burns in a model with data")
         return _models.step_chains(mu, x, step_size, steps, seed, first_step, thin)
     if sigma is None or step_size is None or steps is None:
         raise TypeError("run(x, mu, sigma, step_size, steps, ...) needs all five")
+    if target_accept is not None and not warmup:
+        raise TypeError("target_accept is the warm-up's: it takes warmup > 0 "
+                        "(host run refuses --target-accept without --warmup too)")
     t = _TargetCache(mu, sigma, target, **params)
-    if is_gpu_array(x):
-        return gpu_run(x, t, step_size, steps, seed, first_step, thin, steps_per_launch)
-    out = _native.run(
-        to_numpy("x", x, 2),
-        t.name,
-        t.arrays,
-        float(step_size),
-        int(seed),
-        int(first_step),
-        int(steps),
-        int(thin),
-        int(steps_per_launch),
-    )
-    out["x"] = like_input(x, out["x"])
+    seed, first_step = _unsigned("seed", seed), _unsigned("first_step", first_step)
+
+    def steps_of(x, size, first, n, thin=0, per_launch=steps_per_launch):
+        if is_gpu_array(x):
+            return gpu_run(x, t, size, n, seed, first, thin, per_launch)
+        return _native.run(to_numpy("x", x, 2), t.name, t.arrays, float(size), seed, first,
+                           int(n), int(thin), int(per_launch))
+
+    state, size, warmed = x, float(step_size), None
+    if warmup:
+        accept = 0.234 if target_accept is None else float(target_accept)
+        adapt = _native.StepSize(size, accept)
+        done, last = 0, float("nan")
+        while done < warmup:
+            k = min(_native.WARMUP_LAUNCH_STEPS, warmup - done)
+            out = steps_of(state, adapt.step_size, first_step + done, k, per_launch=k)
+            last = float(np.sum(out["accepted_count"], dtype=np.uint64)) / (k * out["x"].shape[0])
+            adapt.update(last)
+            state, done = out["x"], done + k
+        warmed = {"steps": warmup, "target_accept": accept,
+                  "initial_step_size": float(np.float32(size)), "last_acceptance": last}
+        size = adapt.step_size
+    if burn_in:
+        state = steps_of(state, size, first_step + warmup, burn_in)["x"]
+    out = steps_of(state, size, first_step + warmup + burn_in, steps, thin)
+    if not is_gpu_array(x):
+        out["x"] = like_input(x, out["x"])
+    out["step_size"] = float(np.float32(size))
+    out["next_step"] = first_step + warmup + burn_in + out["steps"]
+    if warmed is not None:
+        out["warmup"] = warmed
     return out

@@ -15,6 +15,7 @@
 
 use pyo3::prelude::*;
 
+mod adapt;
 mod cpu;
 mod diagnostics;
 mod dlpack;
@@ -33,6 +34,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(targets::target_params, m)?)?;
     m.add_function(wrap_pyfunction!(targets::check_target, m)?)?;
     m.add_function(wrap_pyfunction!(models::sample_model, m)?)?;
+    m.add_class::<adapt::StepSize>()?;
+    m.add("WARMUP_LAUNCH_STEPS", fused_mh::adapt::WARMUP_LAUNCH_STEPS)?;
     m.add_class::<gpu::Device>()?;
     m.add_class::<gpu::Target>()?;
     m.add_class::<dlpack::Exported>()?;

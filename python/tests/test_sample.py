@@ -73,3 +73,4 @@ def test_summary_agrees_with_numpy_and_arviz(tmp_path):
         assert abs(ours["sd"] / exact_sd[d] - 1) < 0.1
     assert summary["converged"] is (max(s["nested_rhat"] for s in summary["params"].values())
                                     < 1.01)
+

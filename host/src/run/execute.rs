@@ -287,8 +287,7 @@ pub fn chains(
     })
 }
 
-/// Steps per warm-up launch: the step size adapts after each (`fused_mh::adapt`).
-pub const WARMUP_LAUNCH_STEPS: u64 = 10;
+use fused_mh::adapt::WARMUP_LAUNCH_STEPS;
 
 /// What the warm-up leaves: the states after it, the adapted step size and per-dimension
 /// scales (with `--precondition`), the acceptance rate of its last launch, and its steps with a

@@ -1,0 +1,48 @@
+"""`run`'s warm-up and burn-in (`host run --warmup --target-accept --burn-in`) on NumPy
+arrays, against the program bit for bit, and the options it refuses."""
+
+import json
+
+import numpy as np
+import pytest
+
+import fused_mh
+from conftest import problem, same_bits
+
+
+def test_run_warms_up_and_burns_in_as_host_run(tmp_path, host):
+    """`run(..., warmup=, target_accept=, burn_in=)` is `host run --warmup --target-accept
+    --burn-in` on the CPU, bit for bit: the adapted step size, the states, the trace, the
+    counts and moments of the kept steps, and the warm-up's record in summary.json."""
+    x, mu, sigma = problem(48, 5, 8)
+    for name, a in {"x0": x, "mu": mu, "sigma": sigma}.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    out = host("--cpu", "--init", "x0.npy", "--mu", "mu.npy", "--sigma", "sigma.npy",
+               "--warmup", 35, "--target-accept", 0.3, "--burn-in", 20, "--steps", 40,
+               "--thin", 10, "--step-size", 2.5, "--seed", 13)
+    r = fused_mh.run(x, mu, sigma, 2.5, 40, seed=13, thin=10, warmup=35, target_accept=0.3,
+                     burn_in=20)
+    summary = json.loads((out / "summary.json").read_text())
+    # Step sizes are float32 (summary.json writes the shortest decimal that reads back).
+    as_f32 = np.float32
+    assert as_f32(r["step_size"]) == as_f32(summary["step_size"]) != as_f32(2.5)
+    warmup = summary["warmup"]
+    assert as_f32(r["warmup"].pop("initial_step_size")) == as_f32(warmup["initial_step_size"])
+    assert r["warmup"] == {k: warmup[k] for k in ["steps", "target_accept", "last_acceptance"]}
+    assert r["next_step"] == summary["next_step"] == 95
+    for name in ["x", "accepted_count", "nonfinite_count", "mean", "var", "trace"]:
+        assert same_bits(r[name], np.load(out / f"{name}.npy")), name
+
+
+def test_run_refuses_warmup_options_it_would_ignore():
+    x, mu, sigma = problem(8, 3, 1)
+    with pytest.raises(TypeError, match="target_accept is the warm-up's"):
+        fused_mh.run(x, mu, sigma, 0.5, 10, target_accept=0.3)
+    with pytest.raises(ValueError, match="warmup = -1"):
+        fused_mh.run(x, mu, sigma, 0.5, 10, warmup=-1)
+    with pytest.raises(ValueError, match="target_accept = 1.5"):
+        fused_mh.run(x, mu, sigma, 0.5, 10, warmup=10, target_accept=1.5)
+    model = fused_mh.LinearRegression(np.ones((5, 2), np.float32), np.zeros(5, np.float32))
+    with pytest.raises(TypeError, match="no warmup"):
+        fused_mh.run(np.zeros((4, model.dim), np.float32), model, step_size=0.1, steps=5,
+                     burn_in=3)
