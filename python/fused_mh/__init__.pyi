@@ -21,6 +21,7 @@ def run(x: Array, mu: Union[Array, Model_], sigma: Optional[Array] = None,
         step_size: Optional[float] = None, steps: Optional[int] = None, seed: int = 0,
         first_step: int = 0, thin: int = 0, steps_per_launch: int = 100, *,
         warmup: int = 0, target_accept: Optional[float] = None, burn_in: int = 0,
+        until_rhat: Optional[float] = None, min_draws: Optional[int] = None,
         target: str = "gaussian", **params: Any) -> Dict[str, Any]: ...
 
 class Model:

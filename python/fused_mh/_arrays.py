@@ -253,7 +253,8 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     return x_new, accepted
 
 
-def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch):
+def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch,
+            until_rhat=None, min_draws=None):
     """`steps` steps of the GPU array `x` in the fused kernel (`Gpu::run`): the final states
     and the per-chain means and variances come back in `x`'s framework on its device (float64
     moments, as the CPU's), the counts and the trace as NumPy arrays."""
@@ -284,6 +285,8 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         int(steps),
         steps_per_launch=int(steps_per_launch),
         thin=int(thin),
+        until_rhat=until_rhat,
+        min_draws=min_draws,
     )
     for name in ["x", "mean", "m2"]:
         out[name] = back(out[name])

@@ -101,6 +101,8 @@ def run(
     warmup=0,
     target_accept=None,
     burn_in=0,
+    until_rhat=None,
+    min_draws=None,
     target="gaussian",
     **params,
 ):
@@ -134,6 +136,11 @@ def run(
     `warmup` (`steps`, `target_accept`, `initial_step_size`, `last_acceptance`: summary.json's).
     The counts, moments, trace and diagnostics are those of the `steps` alone.
 
+    `until_rhat=1.01` stops the steps early, at the first checkpoint (doubling from
+    `min_draws` draws per chain, 100 by default) where every split R-hat is below it, as
+    `host run --until-rhat --min-draws`; `steps` is then the cap, the result's `steps` what
+    ran, and `stopped_early` says which.
+
     `target` and its parameters as for `step`.
 
     `run(x, model, step_size=..., steps=..., seed=0, first_step=0, thin=0)` with a model with
@@ -159,11 +166,11 @@ def run(
     t = _TargetCache(mu, sigma, target, **params)
     seed, first_step = _unsigned("seed", seed), _unsigned("first_step", first_step)
 
-    def steps_of(x, size, first, n, thin=0, per_launch=steps_per_launch):
+    def steps_of(x, size, first, n, thin=0, per_launch=steps_per_launch, **stop):
         if is_gpu_array(x):
-            return gpu_run(x, t, size, n, seed, first, thin, per_launch)
+            return gpu_run(x, t, size, n, seed, first, thin, per_launch, **stop)
         return _native.run(to_numpy("x", x, 2), t.name, t.arrays, float(size), seed, first,
-                           int(n), int(thin), int(per_launch))
+                           int(n), int(thin), int(per_launch), **stop)
 
     state, size, warmed = x, float(step_size), None
     if warmup:
@@ -181,11 +188,18 @@ def run(
         size = adapt.step_size
     if burn_in:
         state = steps_of(state, size, first_step + warmup, burn_in)["x"]
-    out = steps_of(state, size, first_step + warmup + burn_in, steps, thin)
+    if until_rhat is not None and thin:
+        raise ValueError("thin with until_rhat: a trace of a run that stops early would not "
+                         "cover the steps thin promises (host run refuses --thin with "
+                         "--until-rhat too)")
+    stop = {"until_rhat": None if until_rhat is None else float(until_rhat),
+            "min_draws": None if min_draws is None else _unsigned("min_draws", min_draws)}
+    out = steps_of(state, size, first_step + warmup + burn_in, steps, thin, **stop)
     if not is_gpu_array(x):
         out["x"] = like_input(x, out["x"])
     out["step_size"] = float(np.float32(size))
     out["next_step"] = first_step + warmup + burn_in + out["steps"]
+    out["stopped_early"] = out["steps"] < steps
     if warmed is not None:
         out["warmup"] = warmed
     return out

@@ -110,7 +110,7 @@ pub fn step_with_noise<'py>(
 /// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
 /// the CPU and the GPU report the same checkpoints.
 #[pyfunction]
-#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100))]
+#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'py>(
@@ -124,8 +124,11 @@ pub fn run<'py>(
     steps: u64,
     thin: u64,
     steps_per_launch: u32,
+    until_rhat: Option<f64>,
+    min_draws: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (shape, target) = problem(&x, target, &params)?;
+    let plan = crate::diagnostics::plan(shape, steps, steps_per_launch, until_rhat, min_draws)?;
     let config = StepConfig::new(step_size, seed).map_err(to_py)?;
     cpu::check_thin(steps, thin).map_err(to_py)?;
     let saves = steps.checked_div(thin).unwrap_or(0);
@@ -145,7 +148,7 @@ pub fn run<'py>(
             first_step,
             steps,
             thin,
-            crate::diagnostics::plan(shape, steps, steps_per_launch),
+            plan,
             &mut |_, state| {
                 trace.extend_from_slice(state);
                 Ok(())

@@ -6,6 +6,7 @@
 use fused_mh::diagnostics::{RHAT_THRESHOLD, SplitSchedule, start};
 use fused_mh::{Diagnostics, DiagnosticsPlan, Shape};
 use numpy::IntoPyArray;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -13,17 +14,63 @@ use pyo3::types::PyDict;
 const SUPERCHAIN_SIZE: usize = 1;
 
 /// The diagnostics plan of a run of `steps` steps of chains of `shape` in launches of
-/// `steps_per_launch`, as `host run` makes it without `--until-rhat`: None for one chain or
-/// fewer than 4 steps.
-pub fn plan(shape: Shape, steps: u64, steps_per_launch: u32) -> Option<DiagnosticsPlan> {
-    let schedule = SplitSchedule::ending_at(steps, u64::from(steps_per_launch))?;
-    (shape.batch() >= 2).then_some(DiagnosticsPlan {
+/// `steps_per_launch`, as `host run` makes it: with `until_rhat`, doubling checkpoints from
+/// `min_draws` (100 by default) and a stop once every split R-hat is below the threshold;
+/// without, the one schedule that ends at `steps`. None for one chain or fewer than 4 steps.
+/// `host run`'s rules and refusals, named as the Python arguments.
+pub fn plan(
+    shape: Shape,
+    steps: u64,
+    steps_per_launch: u32,
+    until_rhat: Option<f64>,
+    min_draws: Option<u64>,
+) -> PyResult<Option<DiagnosticsPlan>> {
+    let launch = u64::from(steps_per_launch);
+    let Some(threshold) = until_rhat else {
+        if min_draws.is_some() {
+            return Err(PyValueError::new_err(
+                "min_draws sets when until_rhat may stop the run: it needs until_rhat",
+            ));
+        }
+        let schedule = SplitSchedule::ending_at(steps, launch);
+        return Ok(schedule
+            .filter(|_| shape.batch() >= 2)
+            .map(|schedule| DiagnosticsPlan {
+                superchain_size: SUPERCHAIN_SIZE,
+                until_rhat: None,
+                min_draws: 2,
+                schedule,
+            }));
+    };
+    if !(threshold.is_finite() && threshold > 1.0) {
+        return Err(PyValueError::new_err(format!(
+            "until_rhat = {threshold}: give a threshold above 1 (e.g. 1.01)"
+        )));
+    }
+    let min_draws = min_draws.unwrap_or(DEFAULT_MIN_DRAWS);
+    let schedule = SplitSchedule::from_min_draws(min_draws, launch);
+    let first_checkpoint = 2 * schedule.half();
+    if first_checkpoint > steps {
+        return Err(PyValueError::new_err(format!(
+            "until_rhat: the first checkpoint is at {first_checkpoint} draws (min_draws \
+             {min_draws} rounded up to an even number, at least 4), beyond steps = {steps}"
+        )));
+    }
+    if shape.batch() < 2 {
+        return Err(PyValueError::new_err(
+            "until_rhat: the diagnostics need at least two chains",
+        ));
+    }
+    Ok(Some(DiagnosticsPlan {
         superchain_size: SUPERCHAIN_SIZE,
-        until_rhat: None,
-        min_draws: 2,
+        until_rhat: Some(threshold),
+        min_draws,
         schedule,
-    })
+    }))
 }
+
+/// `host run`'s `--min-draws` default.
+const DEFAULT_MIN_DRAWS: u64 = 100;
 
 /// The starting points' spread of `x[batch, dim]` against `sigma` (see `start`).
 pub fn spread(x: &[f32], shape: Shape, sigma: &[f32]) -> fused_mh::Result<Vec<f64>> {

@@ -204,7 +204,7 @@ impl Device {
     /// `nonfinite_count` and `null_move_count` (uint64) and `trace` (`[steps / thin, B, dim]`
     /// float32, with `thin > 0`); `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None
     /// without a checkpoint); and `steps`.
-    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0))]
+    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -217,14 +217,18 @@ impl Device {
         steps: u64,
         steps_per_launch: u32,
         thin: u64,
+        until_rhat: Option<f64>,
+        min_draws: Option<u64>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let inputs = self.inputs(x, target, (seed, first_step), None, None)?;
         let shape = inputs.shape;
+        let diagnostics =
+            crate::diagnostics::plan(shape, steps, steps_per_launch, until_rhat, min_draws)?;
         let config = StepConfig::new(step_size, seed).map_err(to_py)?;
         fused_mh::cpu::check_thin(steps, thin).map_err(to_py)?;
         let plan = RunPlan {
             thin,
-            diagnostics: crate::diagnostics::plan(shape, steps, steps_per_launch),
+            diagnostics,
             ..RunPlan::new(steps, steps_per_launch)
         };
         let saves = usize::try_from(plan.saves())

@@ -46,3 +46,38 @@ def test_run_refuses_warmup_options_it_would_ignore():
     with pytest.raises(TypeError, match="no warmup"):
         fused_mh.run(np.zeros((4, model.dim), np.float32), model, step_size=0.1, steps=5,
                      burn_in=3)
+
+
+def test_run_stops_early_as_host_run(tmp_path, host):
+    """`run(..., until_rhat=, min_draws=)` stops where `host run --until-rhat --min-draws`
+    stops, with the same states, counts, moments and diagnostics, bit for bit on the CPU."""
+    x, mu, sigma = problem(64, 4, 21)
+    for name, a in {"x0": x, "mu": mu, "sigma": sigma}.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    out = host("--cpu", "--init", "x0.npy", "--mu", "mu.npy", "--sigma", "sigma.npy",
+               "--steps", 20000, "--step-size", 1.2, "--seed", 5,
+               "--until-rhat", 1.05, "--min-draws", 40, "--steps-per-launch", 20)
+    r = fused_mh.run(x, mu, sigma, 1.2, 20000, seed=5, until_rhat=1.05, min_draws=40,
+                     steps_per_launch=20)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_early"] and r["stopped_early"]
+    assert r["steps"] == summary["steps"] < 20000 and r["next_step"] == summary["next_step"]
+    for name in ["x", "accepted_count", "nonfinite_count", "mean", "var"]:
+        assert same_bits(r[name], np.load(out / f"{name}.npy")), name
+    d = summary["diagnostics"]
+    assert r["diagnostics"]["max_nested_rhat"] == d["max_nested_rhat"] < 1.05
+    assert r["diagnostics"]["draws"] == d["draws"]
+
+
+def test_run_refuses_stop_options_it_cannot_keep():
+    x, mu, sigma = problem(8, 3, 1)
+    with pytest.raises(ValueError, match="min_draws sets when until_rhat"):
+        fused_mh.run(x, mu, sigma, 0.5, 100, min_draws=10)
+    with pytest.raises(ValueError, match="until_rhat = 0.9"):
+        fused_mh.run(x, mu, sigma, 0.5, 100, until_rhat=0.9)
+    with pytest.raises(ValueError, match="beyond steps = 100"):
+        fused_mh.run(x, mu, sigma, 0.5, 100, until_rhat=1.01, min_draws=500)
+    with pytest.raises(ValueError, match="thin with until_rhat"):
+        fused_mh.run(x, mu, sigma, 0.5, 100, until_rhat=1.01, thin=10)
+    with pytest.raises(ValueError, match="two chains"):
+        fused_mh.run(x[:1], mu, sigma, 0.5, 100, until_rhat=1.01, min_draws=10)
