@@ -22,10 +22,12 @@ steps=...)` and `Model(model)`: random-walk steps of the chains `x[B, params]`.
 """
 
 from ._arrays import DtypeWarning
+from ._arviz import to_arviz
 from ._functions import run, step, step_with_noise
 from ._model import Model
 from ._models import (DenseGaussian, HierarchicalNormal, LinearRegression, LogisticRegression,
                       Posterior, sample)
 
-__all__ = ["DenseGaussian", "DtypeWarning", "HierarchicalNormal", "LinearRegression", "LogisticRegression",
-           "Model", "Posterior", "run", "sample", "step", "step_with_noise"]
+__all__ = ["DenseGaussian", "DtypeWarning", "HierarchicalNormal", "LinearRegression",
+           "LogisticRegression", "Model", "Posterior", "run", "sample", "step",
+           "step_with_noise", "to_arviz"]

@@ -79,6 +79,7 @@ class Posterior:
     next_step: int
     def __getitem__(self, name: str) -> np.ndarray: ...
     def summary(self) -> Any: ...
+    def to_arviz(self) -> Any: ...
 
 def sample(model: Model_, *, chains: Optional[int] = None, warmup: Optional[int] = None,
            steps: int = 1000, thin: int = 10, seed: Optional[int] = None,
@@ -86,5 +87,8 @@ def sample(model: Model_, *, chains: Optional[int] = None, warmup: Optional[int]
            superchain_size: Optional[int] = None, device: str = "cuda",
            resume: Optional[Posterior] = None) -> Posterior: ...
 
-__all__ = ["DenseGaussian", "DtypeWarning", "HierarchicalNormal", "LinearRegression", "LogisticRegression",
-           "Model", "Posterior", "run", "sample", "step", "step_with_noise"]
+def to_arviz(result: Union[Dict[str, Any], Posterior], name: str = "x") -> Any: ...
+
+__all__ = ["DenseGaussian", "DtypeWarning", "HierarchicalNormal", "LinearRegression",
+           "LogisticRegression", "Model", "Posterior", "run", "sample", "step",
+           "step_with_noise", "to_arviz"]

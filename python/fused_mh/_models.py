@@ -155,6 +155,12 @@ class Posterior:
         """The draws `[chain, draw]` of parameter `name`."""
         return self.draws[:, :, self.names.index(name)]
 
+    def to_arviz(self):
+        """The draws as an ArviZ `DataTree`, one posterior variable per parameter
+        (`fused_mh.to_arviz`; needs `arviz_base`)."""
+        from ._arviz import to_arviz
+        return to_arviz(self)
+
     def summary(self):
         """Per parameter: mean, sd, the 5/50/95 % quantiles (the kept values sorted, the one at
         `round(p (n - 1))`, as `host sample`'s summary.json), nested R-hat and ESS."""

@@ -18,19 +18,22 @@ def test_arrays_are_read_only_and_set_whole():
         model.sigma[1] = 2.0
     assert np.array_equal(model.mu, np.zeros(4)) and np.array_equal(model.sigma, np.ones(4))
     model.mu = [1.0, 2.0, 3.0, 4.0]
-    model.sigma = np.full(4, 0.5)
+    model.sigma = np.full(4, 0.5, np.float32)
     assert np.array_equal(model.mu, [1, 2, 3, 4]) and np.array_equal(model.sigma, [0.5] * 4)
     assert model.mu.dtype == np.float32 and model.sigma.dtype == np.float32
     assert [name for name, _ in model.named_buffers()] == ["mu", "sigma"]
     assert all(not b.flags.writeable for b in model.buffers())
 
 
+F32 = np.float32
+
+
 @pytest.mark.parametrize("name, value, error, message", [
-    ("sigma", np.full(4, np.nan), ValueError, "sigma"),
-    ("sigma", np.array([1.0, 0.0, 1.0, 1.0]), ValueError, r"sigma\[1\] = 0 must be > 0"),
-    ("sigma", np.array([1.0, 1.0, -2.0, 1.0]), ValueError, r"sigma\[2\] = -2 must be > 0"),
-    ("mu", np.array([0.0, np.inf, 0.0, 0.0]), ValueError, r"mu\[1\]"),
-    ("mu", np.zeros(3), ValueError, "3"),
+    ("sigma", np.full(4, np.nan, F32), ValueError, "sigma"),
+    ("sigma", np.array([1.0, 0.0, 1.0, 1.0], F32), ValueError, r"sigma\[1\] = 0 must be > 0"),
+    ("sigma", np.array([1.0, 1.0, -2.0, 1.0], F32), ValueError, r"sigma\[2\] = -2 must be > 0"),
+    ("mu", np.array([0.0, np.inf, 0.0, 0.0], F32), ValueError, r"mu\[1\]"),
+    ("mu", np.zeros(3, np.float32), ValueError, "3"),
     ("seed", -1, ValueError, r"seed = -1: must be in \[0, 2\^64\)"),
     ("seed", 2**64, ValueError, "seed"),
     ("seed", None, TypeError, "seed = None: expected an integer"),
@@ -69,7 +72,7 @@ def test_bad_constructor_values_raise(kwargs, error, message):
 def test_state_dict_saves_and_restores_the_stream():
     x, _, _ = problem(50, 6, 3)
     model = fused_mh.Model(6, step_size=0.4, seed=11)
-    model.mu, model.sigma = np.linspace(-1, 1, 6), np.linspace(0.5, 2, 6)
+    model.mu, model.sigma = np.linspace(-1, 1, 6, dtype=F32), np.linspace(0.5, 2, 6, dtype=F32)
     model(x)
     model(x)
     state = model.state_dict()
@@ -94,7 +97,7 @@ def test_load_state_dict_checks_keys_and_values():
         model.load_state_dict({**state, "temperature": 1.0})
     # One bad value: nothing is loaded, not even the good ones.
     with pytest.raises(ValueError, match="sigma"):
-        model.load_state_dict({**state, "seed": 9, "sigma": np.array([1.0, -1.0, 1.0])})
+        model.load_state_dict({**state, "seed": 9, "sigma": np.array([1.0, -1.0, 1.0], np.float32)})
     assert model.seed == 5 and np.array_equal(model.sigma, np.ones(3))
 
 

@@ -81,3 +81,30 @@ def test_run_refuses_stop_options_it_cannot_keep():
         fused_mh.run(x, mu, sigma, 0.5, 100, until_rhat=1.01, thin=10)
     with pytest.raises(ValueError, match="two chains"):
         fused_mh.run(x[:1], mu, sigma, 0.5, 100, until_rhat=1.01, min_draws=10)
+
+
+def test_to_arviz_puts_chains_first_and_keeps_the_names():
+    """ArviZ's layout is (chain, draw, ...): `run`'s trace `[draws, chains, dim]` must not come
+    out as `draws` chains (the mistake `from_dict(posterior={"x": trace})` makes)."""
+    pytest.importorskip("arviz_base", reason="arviz-base is not installed")
+    x, mu, sigma = problem(6, 3, 4)
+    r = fused_mh.run(x, mu, sigma, 0.5, 20, seed=2, thin=2)
+    tree = fused_mh.to_arviz(r)
+    post = tree["posterior"]
+    assert post["x"].dims == ("chain", "draw", "dim") and post["x"].shape == (6, 10, 3)
+    got, want = post["x"].values, r["trace"].transpose(1, 0, 2)
+    assert same_bits(np.ascontiguousarray(got), np.ascontiguousarray(want))
+    assert post.attrs["step_size"] == r["step_size"]
+    with pytest.raises(TypeError, match="with a trace"):
+        fused_mh.to_arviz(fused_mh.run(x, mu, sigma, 0.5, 20, seed=2))
+    # A Posterior: one variable per parameter, its draws as they are.
+    post = fused_mh.Posterior({"draws": np.arange(24, dtype=np.float32).reshape(2, 4, 3),
+                               "names": ["beta[1]", "beta[2]", "sigma"], "acceptance": 0.3,
+                               "step_size": 0.1, "factor": None, "nested_rhat": np.ones(3),
+                               "ess": np.ones(3), "states": None, "next_step": 0},
+                              1, {}, fused_mh.LinearRegression(np.ones((3, 2)), np.zeros(3)))
+    tree = post.to_arviz()
+    assert list(tree["posterior"].data_vars) == ["beta[1]", "beta[2]", "sigma"]
+    got, want = tree["posterior"]["sigma"].values, post.draws[:, :, 2]
+    assert same_bits(np.ascontiguousarray(got), np.ascontiguousarray(want))
+    assert tree["posterior"]["sigma"].dims == ("chain", "draw")
