@@ -103,6 +103,7 @@ def run(
     burn_in=0,
     until_rhat=None,
     min_draws=None,
+    superchain_size=1,
     target="gaussian",
     **params,
 ):
@@ -139,7 +140,8 @@ def run(
     `until_rhat=1.01` stops the steps early, at the first checkpoint (doubling from
     `min_draws` draws per chain, 100 by default) where every split R-hat is below it, as
     `host run --until-rhat --min-draws`; `steps` is then the cap, the result's `steps` what
-    ran, and `stopped_early` says which.
+    ran, and `stopped_early` says which. `superchain_size` groups consecutive chains into
+    superchains for nested R-hat (`--superchain-size`; 1, plain split R-hat, by default).
 
     `target` and its parameters as for `step`.
 
@@ -193,7 +195,8 @@ def run(
                          "cover the steps thin promises (host run refuses --thin with "
                          "--until-rhat too)")
     stop = {"until_rhat": None if until_rhat is None else float(until_rhat),
-            "min_draws": None if min_draws is None else _unsigned("min_draws", min_draws)}
+            "min_draws": None if min_draws is None else _unsigned("min_draws", min_draws),
+            "superchain_size": _unsigned("superchain_size", superchain_size)}
     out = steps_of(state, size, first_step + warmup + burn_in, steps, thin, **stop)
     if not is_gpu_array(x):
         out["x"] = like_input(x, out["x"])

@@ -110,7 +110,7 @@ pub fn step_with_noise<'py>(
 /// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
 /// the CPU and the GPU report the same checkpoints.
 #[pyfunction]
-#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None))]
+#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'py>(
@@ -126,9 +126,16 @@ pub fn run<'py>(
     steps_per_launch: u32,
     until_rhat: Option<f64>,
     min_draws: Option<u64>,
+    superchain_size: usize,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (shape, target) = problem(&x, target, &params)?;
-    let plan = crate::diagnostics::plan(shape, steps, steps_per_launch, until_rhat, min_draws)?;
+    let options = crate::diagnostics::Options {
+        superchain_size,
+        until_rhat,
+        min_draws,
+        steps_per_launch,
+    };
+    let plan = crate::diagnostics::plan(shape, steps, &options)?;
     let config = StepConfig::new(step_size, seed).map_err(to_py)?;
     cpu::check_thin(steps, thin).map_err(to_py)?;
     let saves = steps.checked_div(thin).unwrap_or(0);
@@ -174,7 +181,8 @@ pub fn run<'py>(
             numpy::ndarray::Array3::from_shape_vec((saves as usize, b, d), trace).map_err(bad)?;
         result.set_item("trace", trace.into_pyarray(py))?;
     }
-    let spread = crate::diagnostics::spread(x, shape, target.sigma()).map_err(to_py)?;
+    let spread =
+        crate::diagnostics::spread(x, shape, superchain_size, target.sigma()).map_err(to_py)?;
     let diagnostics = crate::diagnostics::to_dict(py, out.diagnostics.as_ref(), spread)?;
     result.set_item("diagnostics", diagnostics)?;
     result.set_item("steps", out.steps)?;

@@ -10,71 +10,87 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-/// Superchains of one chain: the Python functions take no superchain size yet.
-const SUPERCHAIN_SIZE: usize = 1;
+/// What decides a run's diagnostics: `host run`'s `--superchain-size`, `--until-rhat`,
+/// `--min-draws` and `--steps-per-launch`, by their Python names.
+pub struct Options {
+    pub superchain_size: usize,
+    pub until_rhat: Option<f64>,
+    pub min_draws: Option<u64>,
+    pub steps_per_launch: u32,
+}
 
-/// The diagnostics plan of a run of `steps` steps of chains of `shape` in launches of
-/// `steps_per_launch`, as `host run` makes it: with `until_rhat`, doubling checkpoints from
-/// `min_draws` (100 by default) and a stop once every split R-hat is below the threshold;
-/// without, the one schedule that ends at `steps`. None for one chain or fewer than 4 steps.
-/// `host run`'s rules and refusals, named as the Python arguments.
-pub fn plan(
-    shape: Shape,
-    steps: u64,
-    steps_per_launch: u32,
-    until_rhat: Option<f64>,
-    min_draws: Option<u64>,
-) -> PyResult<Option<DiagnosticsPlan>> {
-    let launch = u64::from(steps_per_launch);
-    let Some(threshold) = until_rhat else {
-        if min_draws.is_some() {
-            return Err(PyValueError::new_err(
-                "min_draws sets when until_rhat may stop the run: it needs until_rhat",
-            ));
-        }
-        let schedule = SplitSchedule::ending_at(steps, launch);
-        return Ok(schedule
-            .filter(|_| shape.batch() >= 2)
-            .map(|schedule| DiagnosticsPlan {
-                superchain_size: SUPERCHAIN_SIZE,
-                until_rhat: None,
-                min_draws: 2,
-                schedule,
-            }));
+/// The diagnostics plan of a run of `steps` steps of chains of `shape`, as `host run` makes
+/// it: with `until_rhat`, doubling checkpoints from `min_draws` (100 by default) and a stop
+/// once every split R-hat is below the threshold; without, the one schedule that ends at
+/// `steps`; superchains of `superchain_size` consecutive chains. None where the diagnostics
+/// cannot be computed (one superchain, fewer than 4 steps) and none were asked for (no
+/// `until_rhat`, superchains of one chain). `host run`'s rules and refusals, named as the
+/// Python arguments.
+pub fn plan(shape: Shape, steps: u64, o: &Options) -> PyResult<Option<DiagnosticsPlan>> {
+    let refuse = |message: String| Err(PyValueError::new_err(message));
+    let m = o.superchain_size;
+    if m == 0 {
+        return refuse("superchain_size = 0: a superchain needs at least one chain".into());
+    }
+    if o.min_draws.is_some() && o.until_rhat.is_none() {
+        return refuse(
+            "min_draws sets when until_rhat may stop the run: it needs until_rhat".into(),
+        );
+    }
+    let launch = u64::from(o.steps_per_launch);
+    let min_draws = o.min_draws.unwrap_or(DEFAULT_MIN_DRAWS);
+    let schedule = match o.until_rhat {
+        Some(_) => Some(SplitSchedule::from_min_draws(min_draws, launch)),
+        None => SplitSchedule::ending_at(steps, launch),
     };
-    if !(threshold.is_finite() && threshold > 1.0) {
-        return Err(PyValueError::new_err(format!(
-            "until_rhat = {threshold}: give a threshold above 1 (e.g. 1.01)"
-        )));
-    }
-    let min_draws = min_draws.unwrap_or(DEFAULT_MIN_DRAWS);
-    let schedule = SplitSchedule::from_min_draws(min_draws, launch);
-    let first_checkpoint = 2 * schedule.half();
-    if first_checkpoint > steps {
-        return Err(PyValueError::new_err(format!(
-            "until_rhat: the first checkpoint is at {first_checkpoint} draws (min_draws \
-             {min_draws} rounded up to an even number, at least 4), beyond steps = {steps}"
-        )));
-    }
-    if shape.batch() < 2 {
-        return Err(PyValueError::new_err(
-            "until_rhat: the diagnostics need at least two chains",
+    let first_checkpoint = schedule.map_or(u64::MAX, |s| 2 * s.half());
+    let diagnosable =
+        shape.batch().is_multiple_of(m) && shape.batch() / m >= 2 && first_checkpoint <= steps;
+    if m > 1 && !diagnosable {
+        return refuse(format!(
+            "superchain_size = {m}: the batch of {} chains must be a multiple of {m} with at \
+             least two superchains, and the run at least 4 steps",
+            shape.batch()
         ));
     }
-    Ok(Some(DiagnosticsPlan {
-        superchain_size: SUPERCHAIN_SIZE,
-        until_rhat: Some(threshold),
-        min_draws,
-        schedule,
-    }))
+    if let Some(t) = o.until_rhat {
+        if !(t.is_finite() && t > 1.0) {
+            return refuse(format!(
+                "until_rhat = {t}: give a threshold above 1 (e.g. 1.01)"
+            ));
+        }
+        if first_checkpoint > steps {
+            return refuse(format!(
+                "until_rhat: the first checkpoint is at {first_checkpoint} draws (min_draws \
+                 {min_draws} rounded up to an even number, at least 4), beyond steps = {steps}"
+            ));
+        }
+        if !diagnosable {
+            return refuse("until_rhat: the diagnostics need at least two chains".into());
+        }
+    }
+    Ok(schedule
+        .filter(|_| diagnosable)
+        .map(|schedule| DiagnosticsPlan {
+            superchain_size: m,
+            until_rhat: o.until_rhat,
+            min_draws,
+            schedule,
+        }))
 }
 
 /// `host run`'s `--min-draws` default.
 const DEFAULT_MIN_DRAWS: u64 = 100;
 
-/// The starting points' spread of `x[batch, dim]` against `sigma` (see `start`).
-pub fn spread(x: &[f32], shape: Shape, sigma: &[f32]) -> fused_mh::Result<Vec<f64>> {
-    start::start_spread(x, shape, SUPERCHAIN_SIZE, sigma)
+/// The starting points' spread of `x[batch, dim]` against `sigma`, in superchains of
+/// `superchain_size` (see `start`).
+pub fn spread(
+    x: &[f32],
+    shape: Shape,
+    superchain_size: usize,
+    sigma: &[f32],
+) -> fused_mh::Result<Vec<f64>> {
+    start::start_spread(x, shape, superchain_size, sigma)
 }
 
 /// The dict: `superchain_size`, `draws` (per chain, both halves), `nested_rhat` and `ess`

@@ -204,7 +204,7 @@ impl Device {
     /// `nonfinite_count` and `null_move_count` (uint64) and `trace` (`[steps / thin, B, dim]`
     /// float32, with `thin > 0`); `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None
     /// without a checkpoint); and `steps`.
-    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None))]
+    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -219,11 +219,17 @@ impl Device {
         thin: u64,
         until_rhat: Option<f64>,
         min_draws: Option<u64>,
+        superchain_size: usize,
     ) -> PyResult<Bound<'py, PyDict>> {
         let inputs = self.inputs(x, target, (seed, first_step), None, None)?;
         let shape = inputs.shape;
-        let diagnostics =
-            crate::diagnostics::plan(shape, steps, steps_per_launch, until_rhat, min_draws)?;
+        let options = crate::diagnostics::Options {
+            superchain_size,
+            until_rhat,
+            min_draws,
+            steps_per_launch,
+        };
+        let diagnostics = crate::diagnostics::plan(shape, steps, &options)?;
         let config = StepConfig::new(step_size, seed).map_err(to_py)?;
         fused_mh::cpu::check_thin(steps, thin).map_err(to_py)?;
         let plan = RunPlan {
@@ -244,14 +250,15 @@ impl Device {
             // the run, which synchronizes after each launch.
             let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
             chains.set_step_counter(first_step);
-            let rows = fused_mh::diagnostics::start::spread_rows(shape, 1);
+            let rows = fused_mh::diagnostics::start::spread_rows(shape, superchain_size);
             let starts = chains.x_rows(rows)?;
             let mut stats = gpu.new_stats(shape, true)?;
             // The starting points' spread on the host while the GPU runs (milliseconds at a
             // million chains, otherwise spent before the first launch).
             let (ran, spread) = std::thread::scope(|scope| {
-                let spread =
-                    scope.spawn(|| crate::diagnostics::spread(&starts, shape, target.host.sigma()));
+                let sigma = target.host.sigma();
+                let spread = scope
+                    .spawn(|| crate::diagnostics::spread(&starts, shape, superchain_size, sigma));
                 let ran = gpu.run(
                     &mut chains,
                     &target.target,

@@ -108,3 +108,22 @@ def test_to_arviz_puts_chains_first_and_keeps_the_names():
     got, want = tree["posterior"]["sigma"].values, post.draws[:, :, 2]
     assert same_bits(np.ascontiguousarray(got), np.ascontiguousarray(want))
     assert tree["posterior"]["sigma"].dims == ("chain", "draw")
+
+
+def test_superchains_are_host_runs(tmp_path, host):
+    """`superchain_size=4` gives the nested R-hat of `host run --superchain-size 4`, to the bit
+    (the diagnostics of 16 superchains of 4 chains each), and is refused where host refuses."""
+    x, mu, sigma = problem(64, 3, 6)
+    for name, a in {"x0": x, "mu": mu, "sigma": sigma}.items():
+        np.save(tmp_path / f"{name}.npy", a)
+    out = host("--cpu", "--init", "x0.npy", "--mu", "mu.npy", "--sigma", "sigma.npy",
+               "--steps", 200, "--step-size", 1.1, "--seed", 9, "--superchain-size", 4)
+    r = fused_mh.run(x, mu, sigma, 1.1, 200, seed=9, superchain_size=4)
+    d, want = r["diagnostics"], json.loads((out / "summary.json").read_text())["diagnostics"]
+    assert d["superchain_size"] == want["superchain_size"] == 4
+    assert d["nested_rhat"].tolist() == want["nested_rhat"] and d["ess"].tolist() == want["ess"]
+    assert d["start_spread"].tolist() == want["start_spread"]
+    with pytest.raises(ValueError, match="superchain_size = 5: the batch of 64"):
+        fused_mh.run(x, mu, sigma, 1.1, 200, superchain_size=5)
+    with pytest.raises(ValueError, match="superchain_size = 0"):
+        fused_mh.run(x, mu, sigma, 1.1, 200, superchain_size=0)
