@@ -22,7 +22,7 @@ def run(x: Array, mu: Union[Array, Model_], sigma: Optional[Array] = None,
         first_step: int = 0, thin: int = 0, steps_per_launch: int = 100, *,
         warmup: int = 0, target_accept: Optional[float] = None, burn_in: int = 0,
         until_rhat: Optional[float] = None, min_draws: Optional[int] = None,
-        superchain_size: int = 1, target: str = "gaussian",
+        superchain_size: int = 1, progress: Optional[bool] = None, target: str = "gaussian",
         **params: Any) -> Dict[str, Any]: ...
 
 class Model:

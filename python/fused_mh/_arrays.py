@@ -254,7 +254,7 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
 
 
 def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch,
-            until_rhat=None, min_draws=None, superchain_size=1):
+            until_rhat=None, min_draws=None, superchain_size=1, progress=None):
     """`steps` steps of the GPU array `x` in the fused kernel (`Gpu::run`): the final states
     and the per-chain means and variances come back in `x`'s framework on its device (float64
     moments, as the CPU's), the counts and the trace as NumPy arrays."""
@@ -288,6 +288,7 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         until_rhat=until_rhat,
         min_draws=min_draws,
         superchain_size=superchain_size,
+        progress=progress,
     )
     for name in ["x", "mean", "m2"]:
         out[name] = back(out[name])

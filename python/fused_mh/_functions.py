@@ -1,6 +1,8 @@
 """The functions of `fused_mh`: one step (random numbers from a seed and a step counter, or the
 caller's), and a run of many steps with statistics."""
 
+import sys
+
 import numpy as np
 
 from . import _native
@@ -47,6 +49,24 @@ class _TargetCache:
         if key not in self._uploaded:
             self._uploaded[key] = device.target(self.name, self.arrays)
         return self._uploaded[key]
+
+
+def _progress_bar(total, progress):
+    """A tqdm bar of `total` steps, or None: `progress=None` gives one when tqdm is installed
+    and standard error is a terminal, `True` always (tqdm needed), `False` never."""
+    if progress is not None and not isinstance(progress, bool):
+        raise TypeError(f"progress = {progress!r}: expected True, False or None")
+    if progress is False:
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        if progress:
+            raise ImportError("progress=True needs tqdm: pip install tqdm") from None
+        return None
+    if progress is None and not sys.stderr.isatty():
+        return None
+    return tqdm(total=total, unit="step", desc="fused-mh run", leave=False)
 
 
 def step(x, mu, sigma, step_size, seed=0, step=0, *, target="gaussian", **params):
@@ -104,6 +124,7 @@ def run(
     until_rhat=None,
     min_draws=None,
     superchain_size=1,
+    progress=None,
     target="gaussian",
     **params,
 ):
@@ -143,6 +164,11 @@ def run(
     ran, and `stopped_early` says which. `superchain_size` groups consecutive chains into
     superchains for nested R-hat (`--superchain-size`; 1, plain split R-hat, by default).
 
+    `progress`: a tqdm bar of the steps (warm-up and burn-in included), updated between
+    launches (at most every 0.1 s); `None` (the default) shows it when tqdm is installed and
+    standard error is a terminal, `True` always (tqdm needed), `False` never. Ctrl-C stops
+    the run between launches (within a step on the CPU) with `KeyboardInterrupt`.
+
     `target` and its parameters as for `step`.
 
     `run(x, model, step_size=..., steps=..., seed=0, first_step=0, thin=0)` with a model with
@@ -156,9 +182,13 @@ def run(
         if sigma is not None or step_size is None or steps is None or params:
             raise TypeError("run(x, model, ...) takes step_size= and steps= (and seed=, "
                             "first_step=, thin=) as keywords, and no target parameters")
-        if warmup or burn_in or target_accept is not None:
-            raise TypeError("run(x, model, ...) takes no warmup, target_accept or burn_in: "
-                            "`sample` adapts and burns in a model with data")
+        ignored = {"warmup": warmup, "target_accept": target_accept, "burn_in": burn_in,
+                   "until_rhat": until_rhat, "min_draws": min_draws,
+                   "superchain_size": superchain_size != 1, "progress": progress}
+        given = [name for name, v in ignored.items() if v]
+        if given:
+            raise TypeError(f"run(x, model, ...) takes no {', '.join(given)}: `sample` "
+                            "adapts, burns in and diagnoses a model with data")
         return _models.step_chains(mu, x, step_size, steps, seed, first_step, thin)
     if sigma is None or step_size is None or steps is None:
         raise TypeError("run(x, mu, sigma, step_size, steps, ...) needs all five")
@@ -167,37 +197,47 @@ def run(
                         "(host run refuses --target-accept without --warmup too)")
     t = _TargetCache(mu, sigma, target, **params)
     seed, first_step = _unsigned("seed", seed), _unsigned("first_step", first_step)
-
-    def steps_of(x, size, first, n, thin=0, per_launch=steps_per_launch, **stop):
-        if is_gpu_array(x):
-            return gpu_run(x, t, size, n, seed, first, thin, per_launch, **stop)
-        return _native.run(to_numpy("x", x, 2), t.name, t.arrays, float(size), seed, first,
-                           int(n), int(thin), int(per_launch), **stop)
-
-    state, size, warmed = x, float(step_size), None
-    if warmup:
-        accept = 0.234 if target_accept is None else float(target_accept)
-        adapt = _native.StepSize(size, accept)
-        done, last = 0, float("nan")
-        while done < warmup:
-            k = min(_native.WARMUP_LAUNCH_STEPS, warmup - done)
-            out = steps_of(state, adapt.step_size, first_step + done, k, per_launch=k)
-            last = float(np.sum(out["accepted_count"], dtype=np.uint64)) / (k * out["x"].shape[0])
-            adapt.update(last)
-            state, done = out["x"], done + k
-        warmed = {"steps": warmup, "target_accept": accept,
-                  "initial_step_size": float(np.float32(size)), "last_acceptance": last}
-        size = adapt.step_size
-    if burn_in:
-        state = steps_of(state, size, first_step + warmup, burn_in)["x"]
     if until_rhat is not None and thin:
         raise ValueError("thin with until_rhat: a trace of a run that stops early would not "
                          "cover the steps thin promises (host run refuses --thin with "
                          "--until-rhat too)")
-    stop = {"until_rhat": None if until_rhat is None else float(until_rhat),
-            "min_draws": None if min_draws is None else _unsigned("min_draws", min_draws),
-            "superchain_size": _unsigned("superchain_size", superchain_size)}
-    out = steps_of(state, size, first_step + warmup + burn_in, steps, thin, **stop)
+
+    bar = _progress_bar(warmup + burn_in + steps, progress)
+
+    def steps_of(x, size, first, n, thin=0, per_launch=steps_per_launch, **stop):
+        # The bar's position: the steps before this call's first, plus what it has done.
+        offset = first - first_step
+        cb = None if bar is None else (lambda done: bar.update(offset + done - bar.n))
+        if is_gpu_array(x):
+            return gpu_run(x, t, size, n, seed, first, thin, per_launch, progress=cb, **stop)
+        return _native.run(to_numpy("x", x, 2), t.name, t.arrays, float(size), seed, first,
+                           int(n), int(thin), int(per_launch), progress=cb, **stop)
+
+    try:
+        state, size, warmed = x, float(step_size), None
+        if warmup:
+            accept = 0.234 if target_accept is None else float(target_accept)
+            adapt = _native.StepSize(size, accept)
+            done, last = 0, float("nan")
+            while done < warmup:
+                k = min(_native.WARMUP_LAUNCH_STEPS, warmup - done)
+                out = steps_of(state, adapt.step_size, first_step + done, k, per_launch=k)
+                accepted = float(np.sum(out["accepted_count"], dtype=np.uint64))
+                last = accepted / (k * out["x"].shape[0])
+                adapt.update(last)
+                state, done = out["x"], done + k
+            warmed = {"steps": warmup, "target_accept": accept,
+                      "initial_step_size": float(np.float32(size)), "last_acceptance": last}
+            size = adapt.step_size
+        if burn_in:
+            state = steps_of(state, size, first_step + warmup, burn_in)["x"]
+        stop = {"until_rhat": None if until_rhat is None else float(until_rhat),
+                "min_draws": None if min_draws is None else _unsigned("min_draws", min_draws),
+                "superchain_size": _unsigned("superchain_size", superchain_size)}
+        out = steps_of(state, size, first_step + warmup + burn_in, steps, thin, **stop)
+    finally:
+        if bar is not None:
+            bar.close()
     if not is_gpu_array(x):
         out["x"] = like_input(x, out["x"])
     out["step_size"] = float(np.float32(size))

@@ -110,7 +110,7 @@ pub fn step_with_noise<'py>(
 /// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
 /// the CPU and the GPU report the same checkpoints.
 #[pyfunction]
-#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1))]
+#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1, progress=None))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'py>(
@@ -127,6 +127,7 @@ pub fn run<'py>(
     until_rhat: Option<f64>,
     min_draws: Option<u64>,
     superchain_size: usize,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (shape, target) = problem(&x, target, &params)?;
     let options = crate::diagnostics::Options {
@@ -144,7 +145,7 @@ pub fn run<'py>(
         .and_then(|s| s.checked_mul(shape.len()))
         .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
     let x = contiguous("x", &x)?;
-    let mut interrupts = Interrupts::default();
+    let mut interrupts = Interrupts::with_progress(progress);
     let ran = py.detach(|| {
         let mut trace = crate::errors::reserved_trace(trace_len)?;
         let out = cpu::run_chains(
@@ -160,7 +161,7 @@ pub fn run<'py>(
                 trace.extend_from_slice(state);
                 Ok(())
             },
-            &mut |_| interrupts.check(),
+            &mut |p| interrupts.check_progress(p.done, p.total),
         )?;
         Ok::<_, fused_mh::Error>((out, trace))
     });

@@ -204,7 +204,7 @@ impl Device {
     /// `nonfinite_count` and `null_move_count` (uint64) and `trace` (`[steps / thin, B, dim]`
     /// float32, with `thin > 0`); `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None
     /// without a checkpoint); and `steps`.
-    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1))]
+    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1, progress=None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -220,6 +220,7 @@ impl Device {
         until_rhat: Option<f64>,
         min_draws: Option<u64>,
         superchain_size: usize,
+        progress: Option<Py<PyAny>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let inputs = self.inputs(x, target, (seed, first_step), None, None)?;
         let shape = inputs.shape;
@@ -242,7 +243,7 @@ impl Device {
             .and_then(|n| n.checked_mul(shape.len()))
             .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
         let (gpu, x_view) = (&self.gpu, inputs.x);
-        let mut interrupts = Interrupts::default();
+        let mut interrupts = Interrupts::with_progress(progress);
         let run = py.detach(|| {
             let mut trace = crate::errors::reserved_trace(saves)?;
             // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
@@ -265,7 +266,7 @@ impl Device {
                     &config,
                     &plan,
                     &mut stats,
-                    &mut |_| interrupts.check(),
+                    &mut |p| interrupts.check_progress(p.done, p.total),
                     &mut |chunk| {
                         trace.extend_from_slice(chunk.states);
                         Ok(())

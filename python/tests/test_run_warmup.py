@@ -43,7 +43,7 @@ def test_run_refuses_warmup_options_it_would_ignore():
     with pytest.raises(ValueError, match="target_accept = 1.5"):
         fused_mh.run(x, mu, sigma, 0.5, 10, warmup=10, target_accept=1.5)
     model = fused_mh.LinearRegression(np.ones((5, 2), np.float32), np.zeros(5, np.float32))
-    with pytest.raises(TypeError, match="no warmup"):
+    with pytest.raises(TypeError, match="takes no burn_in"):
         fused_mh.run(np.zeros((4, model.dim), np.float32), model, step_size=0.1, steps=5,
                      burn_in=3)
 
@@ -127,3 +127,43 @@ def test_superchains_are_host_runs(tmp_path, host):
         fused_mh.run(x, mu, sigma, 1.1, 200, superchain_size=5)
     with pytest.raises(ValueError, match="superchain_size = 0"):
         fused_mh.run(x, mu, sigma, 1.1, 200, superchain_size=0)
+
+
+class _FakeBar:
+    """A stand-in for tqdm's bar: records its total, its updates and whether it was closed."""
+    made = []
+
+    def __init__(self, total, **kwargs):
+        self.total, self.n, self.updates, self.closed = total, 0, [], False
+        _FakeBar.made.append(self)
+
+    def update(self, k):
+        self.n += k
+        self.updates.append(k)
+
+    def close(self):
+        self.closed = True
+
+
+def test_progress_is_a_tqdm_bar_of_every_step(monkeypatch):
+    """`progress=True` draws a tqdm bar of warm-up, burn-in and steps, moved between launches
+    and closed at the end; the results are those of a run without one. Without tqdm
+    `progress=True` is an ImportError naming it, and the default shows nothing."""
+    import sys
+    import types
+    x, mu, sigma = problem(16, 3, 3)
+    plain = fused_mh.run(x, mu, sigma, 0.8, 60, seed=4, warmup=25, burn_in=10)
+    monkeypatch.setitem(sys.modules, "tqdm", types.SimpleNamespace(tqdm=_FakeBar))
+    _FakeBar.made.clear()
+    shown = fused_mh.run(x, mu, sigma, 0.8, 60, seed=4, warmup=25, burn_in=10, progress=True)
+    (bar,) = _FakeBar.made
+    assert bar.total == 95 and bar.n == 95 and bar.closed and all(k > 0 for k in bar.updates)
+    assert same_bits(shown["x"], plain["x"]) and shown["step_size"] == plain["step_size"]
+    # Not a terminal (pytest captures standard error): the default draws no bar.
+    fused_mh.run(x, mu, sigma, 0.8, 60, seed=4)
+    assert len(_FakeBar.made) == 1
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    with pytest.raises(ImportError, match="needs tqdm"):
+        fused_mh.run(x, mu, sigma, 0.8, 60, progress=True)
+    with pytest.raises(TypeError, match="progress = 'yes'"):
+        fused_mh.run(x, mu, sigma, 0.8, 60, progress="yes")
