@@ -21,6 +21,7 @@ and the same model objects take the Gaussian target's place in `run(x, model, st
 steps=...)` and `Model(model)`: random-walk steps of the chains `x[B, params]`.
 """
 
+from ._native import __version__
 from ._arrays import DtypeWarning
 from ._arviz import to_arviz
 from ._functions import run, step, step_with_noise

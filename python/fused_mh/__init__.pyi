@@ -7,6 +7,8 @@ from typing import Any, Dict, Iterator, Mapping, Optional, Tuple, Union
 
 import numpy as np
 
+__version__: str
+
 Array = Any
 Model_ = Union["LinearRegression", "LogisticRegression", "HierarchicalNormal", "DenseGaussian"]
 

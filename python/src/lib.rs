@@ -34,6 +34,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(targets::target_params, m)?)?;
     m.add_function(wrap_pyfunction!(targets::check_target, m)?)?;
     m.add_function(wrap_pyfunction!(models::sample_model, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<adapt::StepSize>()?;
     m.add("WARMUP_LAUNCH_STEPS", fused_mh::adapt::WARMUP_LAUNCH_STEPS)?;
     m.add_class::<gpu::Device>()?;

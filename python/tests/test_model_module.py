@@ -180,3 +180,8 @@ def test_float64_is_converted_with_a_warning_naming_the_array():
     with pytest.warns(fused_mh.DtypeWarning, match="^x is float64"):
         r = fused_mh.run(x.astype(np.float64), mu, sigma, 0.5, 4, seed=1)
     assert same_bits(r["x"], fused_mh.run(x, mu, sigma, 0.5, 4, seed=1)["x"])
+
+
+def test_the_version_is_the_installed_one():
+    from importlib.metadata import version
+    assert fused_mh.__version__ == version("fused-mh")
