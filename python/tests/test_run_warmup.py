@@ -167,3 +167,16 @@ def test_progress_is_a_tqdm_bar_of_every_step(monkeypatch):
         fused_mh.run(x, mu, sigma, 0.8, 60, progress=True)
     with pytest.raises(TypeError, match="progress = 'yes'"):
         fused_mh.run(x, mu, sigma, 0.8, 60, progress="yes")
+
+
+def test_a_run_resumes_from_its_result():
+    """A run continued from a result's `x` and `next_step` is the longer run, bit for bit (the
+    counter scheme): the returned state is all a resume needs."""
+    x, mu, sigma = problem(24, 4, 11)
+    first = fused_mh.run(x, mu, sigma, 0.9, 30, seed=6, warmup=20, burn_in=5)
+    more = fused_mh.run(first["x"], mu, sigma, first["step_size"], 30, seed=6,
+                        first_step=first["next_step"])
+    whole = fused_mh.run(x, mu, sigma, 0.9, 60, seed=6, warmup=20, burn_in=5)
+    assert same_bits(more["x"], whole["x"]) and more["next_step"] == whole["next_step"] == 85
+    total = first["accepted_count"] + more["accepted_count"]
+    assert np.array_equal(total, whole["accepted_count"])
