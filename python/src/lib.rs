@@ -25,6 +25,14 @@ mod interrupts;
 mod models;
 mod targets;
 
+/// The `fused-mh` command (`host`'s program) on `args`, the program's name first: its exit
+/// status. The GIL is released while it runs; a usage error, `--help` and a signal end the
+/// process as they end `host`.
+#[pyfunction]
+fn cli(py: Python<'_>, args: Vec<String>) -> u8 {
+    py.detach(|| host::main(args.into_iter().map(std::ffi::OsString::from)))
+}
+
 /// The module: its functions and classes.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -35,6 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(targets::check_target, m)?)?;
     m.add_function(wrap_pyfunction!(models::sample_model, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(cli, m)?)?;
     m.add_class::<adapt::StepSize>()?;
     m.add("WARMUP_LAUNCH_STEPS", fused_mh::adapt::WARMUP_LAUNCH_STEPS)?;
     m.add_class::<gpu::Device>()?;

@@ -42,7 +42,6 @@ mod progress_line;
 mod report;
 mod summary;
 
-use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
@@ -59,7 +58,7 @@ use crate::npy;
 use crate::outdir::{OutputDir, SUMMARY};
 
 /// `host run`.
-pub fn run(args: RunArgs) -> Result<ExitCode> {
+pub fn run(args: RunArgs) -> Result<u8> {
     crate::signals::install()?;
     args.check_every_option_acts()?;
     let caller_noise = args.noise.is_some();
@@ -451,9 +450,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let dest = out.commit(&files)?;
     // With --until-rhat, a run that did not converge says so in its exit status too.
     let status = if args.until_rhat.is_some() && summary.converged != Some(true) {
-        ExitCode::from(NOT_CONVERGED)
+        NOT_CONVERGED
     } else {
-        ExitCode::SUCCESS
+        0
     };
     let printed = console::print(&format!(
         "{report}wrote {} ({:.2} s)\n",
