@@ -24,6 +24,7 @@ steps=...)` and `Model(model)`: random-walk steps of the chains `x[B, params]`.
 from ._native import __version__
 from ._arrays import DtypeWarning
 from ._arviz import to_arviz
+from ._summary import summary
 from ._functions import run, step, step_with_noise
 from ._model import Model
 from ._models import (DenseGaussian, HierarchicalNormal, LinearRegression, LogisticRegression,
@@ -31,4 +32,4 @@ from ._models import (DenseGaussian, HierarchicalNormal, LinearRegression, Logis
 
 __all__ = ["DenseGaussian", "DtypeWarning", "HierarchicalNormal", "LinearRegression",
            "LogisticRegression", "Model", "Posterior", "run", "sample", "step",
-           "step_with_noise", "to_arviz"]
+           "step_with_noise", "summary", "to_arviz"]

@@ -90,8 +90,9 @@ def sample(model: Model_, *, chains: Optional[int] = None, warmup: Optional[int]
            superchain_size: Optional[int] = None, device: str = "cuda",
            resume: Optional[Posterior] = None) -> Posterior: ...
 
+def summary(result: Dict[str, Any]) -> Any: ...
 def to_arviz(result: Union[Dict[str, Any], Posterior], name: str = "x") -> Any: ...
 
 __all__ = ["DenseGaussian", "DtypeWarning", "HierarchicalNormal", "LinearRegression",
            "LogisticRegression", "Model", "Posterior", "run", "sample", "step",
-           "step_with_noise", "to_arviz"]
+           "step_with_noise", "summary", "to_arviz"]

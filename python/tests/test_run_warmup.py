@@ -180,3 +180,28 @@ def test_a_run_resumes_from_its_result():
     assert same_bits(more["x"], whole["x"]) and more["next_step"] == whole["next_step"] == 85
     total = first["accepted_count"] + more["accepted_count"]
     assert np.array_equal(total, whole["accepted_count"])
+
+
+def test_summary_agrees_with_numpy_on_the_trace(monkeypatch):
+    """`summary`'s mean and sd per dimension equal NumPy's over every state of the trace
+    (thin = 1: all of them; float64 sums of the same float32 states in another order, so
+    1e-9 relative), and its R-hat and ESS are the run's diagnostics; text without pandas."""
+    import sys
+    x, mu, sigma = problem(32, 3, 12)
+    r = fused_mh.run(x, mu, sigma, 1.0, 40, seed=3, thin=1)
+    states = r["trace"].astype(np.float64).reshape(-1, 3)
+    table = fused_mh.summary(r)
+    rows = table if isinstance(table, str) else table.to_numpy()
+    if not isinstance(table, str):
+        np.testing.assert_allclose(rows[:, 0], states.mean(axis=0), rtol=1e-9)
+        np.testing.assert_allclose(rows[:, 1], states.std(axis=0), rtol=1e-9)
+        assert np.array_equal(rows[:, 2], r["diagnostics"]["nested_rhat"])
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    text = fused_mh.summary(r)
+    lines = text.splitlines()
+    assert lines[0].split() == ["dim", "mean", "sd", "nested_rhat", "ess"] and len(lines) == 4
+    got = np.array([[float(v) for v in line.split()[1:3]] for line in lines[1:]])
+    np.testing.assert_allclose(got[:, 0], states.mean(axis=0), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(got[:, 1], states.std(axis=0), rtol=1e-4)
+    with pytest.raises(TypeError, match="run result"):
+        fused_mh.summary({"x": x})
