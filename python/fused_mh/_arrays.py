@@ -254,7 +254,8 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
 
 
 def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch,
-            until_rhat=None, min_draws=None, superchain_size=1, progress=None):
+            until_rhat=None, min_draws=None, superchain_size=1, progress=None,
+            diagnostics=True):
     """`steps` steps of the GPU array `x` in the fused kernel (`Gpu::run`): the final states
     and the per-chain means and variances come back in `x`'s framework on its device (float64
     moments, as the CPU's), the counts and the trace as NumPy arrays."""
@@ -289,6 +290,7 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         min_draws=min_draws,
         superchain_size=superchain_size,
         progress=progress,
+        diagnostics=diagnostics,
     )
     for name in ["x", "mean", "m2"]:
         out[name] = back(out[name])

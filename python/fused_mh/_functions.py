@@ -204,6 +204,8 @@ def run(
 
     bar = _progress_bar(warmup + burn_in + steps, progress)
 
+    # One run of `n` steps; the warm-up's and the burn-in's take `diagnostics=False`: their
+    # statistics are dropped, so no checkpoints and no starting spread are computed for them.
     def steps_of(x, size, first, n, thin=0, per_launch=steps_per_launch, **stop):
         # The bar's position: the steps before this call's first, plus what it has done.
         offset = first - first_step
@@ -221,7 +223,8 @@ def run(
             done, last = 0, float("nan")
             while done < warmup:
                 k = min(_native.WARMUP_LAUNCH_STEPS, warmup - done)
-                out = steps_of(state, adapt.step_size, first_step + done, k, per_launch=k)
+                out = steps_of(state, adapt.step_size, first_step + done, k, per_launch=k,
+                               diagnostics=False)
                 accepted = float(np.sum(out["accepted_count"], dtype=np.uint64))
                 last = accepted / (k * out["x"].shape[0])
                 adapt.update(last)
@@ -230,7 +233,7 @@ def run(
                       "initial_step_size": float(np.float32(size)), "last_acceptance": last}
             size = adapt.step_size
         if burn_in:
-            state = steps_of(state, size, first_step + warmup, burn_in)["x"]
+            state = steps_of(state, size, first_step + warmup, burn_in, diagnostics=False)["x"]
         stop = {"until_rhat": None if until_rhat is None else float(until_rhat),
                 "min_draws": None if min_draws is None else _unsigned("min_draws", min_draws),
                 "superchain_size": _unsigned("superchain_size", superchain_size)}

@@ -110,7 +110,7 @@ pub fn step_with_noise<'py>(
 /// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
 /// the CPU and the GPU report the same checkpoints.
 #[pyfunction]
-#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1, progress=None))]
+#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'py>(
@@ -128,9 +128,11 @@ pub fn run<'py>(
     min_draws: Option<u64>,
     superchain_size: usize,
     progress: Option<Py<PyAny>>,
+    diagnostics: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (shape, target) = problem(&x, target, &params)?;
     let options = crate::diagnostics::Options {
+        diagnose: diagnostics,
         superchain_size,
         until_rhat,
         min_draws,
@@ -182,8 +184,13 @@ pub fn run<'py>(
             numpy::ndarray::Array3::from_shape_vec((saves as usize, b, d), trace).map_err(bad)?;
         result.set_item("trace", trace.into_pyarray(py))?;
     }
-    let spread =
-        crate::diagnostics::spread(x, shape, superchain_size, target.sigma()).map_err(to_py)?;
+    // The starting spread is a part of the diagnostics: none without them.
+    let spread = match out.diagnostics {
+        Some(_) => {
+            crate::diagnostics::spread(x, shape, superchain_size, target.sigma()).map_err(to_py)?
+        }
+        None => Vec::new(),
+    };
     let diagnostics = crate::diagnostics::to_dict(py, out.diagnostics.as_ref(), spread)?;
     result.set_item("diagnostics", diagnostics)?;
     result.set_item("steps", out.steps)?;

@@ -11,8 +11,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 /// What decides a run's diagnostics: `host run`'s `--superchain-size`, `--until-rhat`,
-/// `--min-draws` and `--steps-per-launch`, by their Python names.
+/// `--min-draws` and `--steps-per-launch`, by their Python names, and whether to diagnose at
+/// all (not in the warm-up's and the burn-in's runs, whose statistics are dropped).
 pub struct Options {
+    pub diagnose: bool,
     pub superchain_size: usize,
     pub until_rhat: Option<f64>,
     pub min_draws: Option<u64>,
@@ -28,6 +30,9 @@ pub struct Options {
 /// Python arguments.
 pub fn plan(shape: Shape, steps: u64, o: &Options) -> PyResult<Option<DiagnosticsPlan>> {
     let refuse = |message: String| Err(PyValueError::new_err(message));
+    if !o.diagnose {
+        return Ok(None);
+    }
     let m = o.superchain_size;
     if m == 0 {
         return refuse("superchain_size = 0: a superchain needs at least one chain".into());

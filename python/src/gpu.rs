@@ -204,7 +204,7 @@ impl Device {
     /// `nonfinite_count` and `null_move_count` (uint64) and `trace` (`[steps / thin, B, dim]`
     /// float32, with `thin > 0`); `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None
     /// without a checkpoint); and `steps`.
-    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1, progress=None))]
+    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -221,16 +221,20 @@ impl Device {
         min_draws: Option<u64>,
         superchain_size: usize,
         progress: Option<Py<PyAny>>,
+        diagnostics: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let inputs = self.inputs(x, target, (seed, first_step), None, None)?;
         let shape = inputs.shape;
         let options = crate::diagnostics::Options {
+            diagnose: diagnostics,
             superchain_size,
             until_rhat,
             min_draws,
             steps_per_launch,
         };
         let diagnostics = crate::diagnostics::plan(shape, steps, &options)?;
+        // The starting spread is a part of the diagnostics: none without them.
+        let diagnosed = diagnostics.is_some();
         let config = StepConfig::new(step_size, seed).map_err(to_py)?;
         fused_mh::cpu::check_thin(steps, thin).map_err(to_py)?;
         let plan = RunPlan {
@@ -252,14 +256,20 @@ impl Device {
             let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
             chains.set_step_counter(first_step);
             let rows = fused_mh::diagnostics::start::spread_rows(shape, superchain_size);
-            let starts = chains.x_rows(rows)?;
+            let starts = if diagnosed {
+                chains.x_rows(rows)?
+            } else {
+                Vec::new()
+            };
             let mut stats = gpu.new_stats(shape, true)?;
             // The starting points' spread on the host while the GPU runs (milliseconds at a
             // million chains, otherwise spent before the first launch).
             let (ran, spread) = std::thread::scope(|scope| {
                 let sigma = target.host.sigma();
-                let spread = scope
-                    .spawn(|| crate::diagnostics::spread(&starts, shape, superchain_size, sigma));
+                let spread = scope.spawn(|| match diagnosed {
+                    true => crate::diagnostics::spread(&starts, shape, superchain_size, sigma),
+                    false => Ok(Vec::new()),
+                });
                 let ran = gpu.run(
                     &mut chains,
                     &target.target,
