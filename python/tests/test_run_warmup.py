@@ -110,23 +110,29 @@ def test_to_arviz_puts_chains_first_and_keeps_the_names():
     assert tree["posterior"]["sigma"].dims == ("chain", "draw")
 
 
-def test_superchains_are_host_runs(tmp_path, host):
+@pytest.mark.parametrize("steps, converged", [(8, False), (2000, True)])
+def test_superchains_are_host_runs(tmp_path, host, steps, converged):
     """`superchain_size=4` gives the nested R-hat of `host run --superchain-size 4`, to the bit
-    (the diagnostics of 16 superchains of 4 chains each), and is refused where host refuses."""
+    (the diagnostics of 16 superchains of 4 chains each), for a run far from converged (8
+    steps from starts 10 sigma apart) and a converged one; refused where host refuses."""
     x, mu, sigma = problem(64, 3, 6)
+    x[::2] += 10 * sigma
     for name, a in {"x0": x, "mu": mu, "sigma": sigma}.items():
         np.save(tmp_path / f"{name}.npy", a)
     out = host("--cpu", "--init", "x0.npy", "--mu", "mu.npy", "--sigma", "sigma.npy",
-               "--steps", 200, "--step-size", 1.1, "--seed", 9, "--superchain-size", 4)
-    r = fused_mh.run(x, mu, sigma, 1.1, 200, seed=9, superchain_size=4)
-    d, want = r["diagnostics"], json.loads((out / "summary.json").read_text())["diagnostics"]
+               "--steps", steps, "--step-size", 1.1, "--seed", 9, "--superchain-size", 4)
+    r = fused_mh.run(x, mu, sigma, 1.1, steps, seed=9, superchain_size=4)
+    summary = json.loads((out / "summary.json").read_text())
+    d, want = r["diagnostics"], summary["diagnostics"]
+    assert d["converged"] is summary["converged"] is converged
+    assert (d["max_nested_rhat"] > 1.01) is not converged
     assert d["superchain_size"] == want["superchain_size"] == 4
     assert d["nested_rhat"].tolist() == want["nested_rhat"] and d["ess"].tolist() == want["ess"]
     assert d["start_spread"].tolist() == want["start_spread"]
     with pytest.raises(ValueError, match="superchain_size = 5: the batch of 64"):
-        fused_mh.run(x, mu, sigma, 1.1, 200, superchain_size=5)
+        fused_mh.run(x, mu, sigma, 1.1, steps, superchain_size=5)
     with pytest.raises(ValueError, match="superchain_size = 0"):
-        fused_mh.run(x, mu, sigma, 1.1, 200, superchain_size=0)
+        fused_mh.run(x, mu, sigma, 1.1, steps, superchain_size=0)
 
 
 class _FakeBar:
