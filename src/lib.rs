@@ -25,6 +25,7 @@
 //! | the GPU: open, upload, launch, run, borrowed memory | `device.rs`, `device/` ([`Gpu`], [`borrowed`]) |
 //! | the CPU reference | [`cpu`] |
 //! | diagnostics and adaptation | [`diagnostics`], [`adapt`], [`reach`] |
+//! | generated starting points | [`starts`] |
 //! | limits, embedded PTX | [`limits`], [`ptx`] |
 //! | the project's own hooks (`testing` feature) | `testing` |
 //!
@@ -52,6 +53,7 @@ pub mod model_run;
 pub mod prior_syntax;
 mod problem;
 pub mod reach;
+pub mod starts;
 mod target;
 
 /// Declares a module that is public with the `testing` feature only (see [`testing`], where it

@@ -6,12 +6,9 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail, ensure};
-use fused_mh::kernel::target::inverse_square;
+use fused_mh::starts::{Spread, initial_states};
 use fused_mh::testing::host_memory;
 use fused_mh::{Error, Shape, Target, TargetKind};
-use rand::SeedableRng;
-use rand_distr::{Distribution, StandardNormal};
-use rand_xorshift::XorShiftRng;
 
 use super::summary::{self, Resume};
 use super::{InitDist, RunArgs};
@@ -263,7 +260,12 @@ impl Plan {
                 (x, path.display().to_string())
             }
             Init::Generated(dist) => {
-                let x = generate(self.shape, &target, *dist, seed, superchain_size)?;
+                let spread = match dist {
+                    InitDist::Normal => Spread::Target,
+                    InitDist::Overdispersed => Spread::Overdispersed,
+                    InitDist::Zeros => Spread::Zeros,
+                };
+                let x = initial_states(self.shape, &target, spread, seed, superchain_size)?;
                 let what = format!("{dist:?} (seed {seed})").to_lowercase();
                 target.check_states(self.shape, &x).with_context(|| {
                     format!(
@@ -287,44 +289,6 @@ impl Plan {
         })
     }
 }
-
-/// Generated initial states: drawn from the target (or from it with 4 times its standard
-/// deviation), or zeros; the chains of a superchain (`superchain_size` consecutive chains)
-/// start from its first chain's state.
-fn generate(
-    shape: Shape,
-    target: &Target,
-    dist: InitDist,
-    seed: u64,
-    superchain_size: usize,
-) -> Result<Vec<f32>> {
-    let dim = shape.dim();
-    let spread = match dist {
-        InitDist::Normal => 1.0,
-        InitDist::Overdispersed => OVERDISPERSION,
-        InitDist::Zeros => return Ok(host_memory::filled("initial states", shape.len(), 0.0)?),
-    };
-    let mut x = host_memory::reserved("initial states", shape.len())?;
-    let mut rng = XorShiftRng::seed_from_u64(seed ^ 0x1217);
-    x.extend((0..shape.len()).map(|i| {
-        let z: f32 = StandardNormal.sample(&mut rng);
-        let d = i % dim;
-        target.mu()[d] + spread * z / inverse_square(target.sigma()[d]).sqrt()
-    }));
-    if superchain_size > 1 {
-        for chain in 0..shape.batch() {
-            let first = chain / superchain_size * superchain_size;
-            if first != chain {
-                x.copy_within(first * dim..(first + 1) * dim, chain * dim);
-            }
-        }
-    }
-    Ok(x)
-}
-
-/// How many of the target's standard deviations `--init-dist overdispersed` spreads the
-/// starting points: superchains that start apart show whether they meet (nested R-hat).
-const OVERDISPERSION: f32 = 4.0;
 
 fn check_shape(path: &Path, shape: &[usize], expected: &[usize], what: &str) -> Result<()> {
     ensure!(
@@ -358,25 +322,5 @@ pub fn warn_if_replaying(init: &Path, seed: u64) {
             init.display(),
             dir.display()
         );
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The chains of a superchain start from its first chain's state; superchains differ.
-    #[test]
-    fn superchains_share_their_start() {
-        let shape = Shape::new(8, 2).unwrap();
-        let target = Target::new(vec![0.0, 1.0], vec![1.0, 2.0]).unwrap();
-        for dist in [InitDist::Normal, InitDist::Overdispersed] {
-            let x = generate(shape, &target, dist, 3, 4).unwrap();
-            let row = |c: usize| &x[2 * c..2 * c + 2];
-            assert!((1..4).all(|c| row(c) == row(0)) && (5..8).all(|c| row(c) == row(4)));
-            assert_ne!(row(0), row(4));
-        }
-        let plain = generate(shape, &target, InitDist::Normal, 3, 1).unwrap();
-        assert_ne!(plain[..2], plain[2..4]);
     }
 }
