@@ -255,7 +255,7 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
 
 def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch,
             until_rhat=None, min_draws=None, superchain_size=1, progress=None,
-            diagnostics=True):
+            diagnostics=True, scales=None, pooled_variance=False):
     """`steps` steps of the GPU array `x` in the fused kernel (`Gpu::run`): the final states
     and the per-chain means and variances come back in `x`'s framework on its device (float64
     moments, as the CPU's), the counts and the trace as NumPy arrays."""
@@ -291,6 +291,8 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         superchain_size=superchain_size,
         progress=progress,
         diagnostics=diagnostics,
+        scales=scales,
+        pooled_variance=pooled_variance,
     )
     for name in ["x", "mean", "m2"]:
         out[name] = back(out[name])

@@ -7,6 +7,7 @@ import numpy as np
 
 from . import _native
 from ._arrays import gpu_run, gpu_step, is_gpu_array, like_input, to_numpy
+from ._result import RunResult
 
 
 class _TargetCache:
@@ -56,7 +57,8 @@ def _progress_bar(total, progress):
     and standard error is a terminal, `True` always (tqdm needed), `False` never."""
     if progress is not None and not isinstance(progress, bool):
         raise TypeError(f"progress = {progress!r}: expected True, False or None")
-    if progress is False:
+    # No bar wanted, or none asked for where nobody sees it: tqdm is not even imported.
+    if progress is False or (progress is None and not sys.stderr.isatty()):
         return None
     try:
         from tqdm import tqdm
@@ -64,9 +66,22 @@ def _progress_bar(total, progress):
         if progress:
             raise ImportError("progress=True needs tqdm: pip install tqdm") from None
         return None
-    if progress is None and not sys.stderr.isatty():
-        return None
     return tqdm(total=total, unit="step", desc="fused-mh run", leave=False)
+
+
+def initial_states(batch, mu, sigma, spread="normal", seed=0, superchain_size=1, *,
+                   target="gaussian", **params):
+    """`batch` starting points `[batch, dim]` float32 (NumPy) for chains on the target, as
+    `host run --batch --init-dist SPREAD --seed --superchain-size` makes them (the same seed,
+    the same states): `spread="normal"` draws them from the target (`mu + sigma z`),
+    `"overdispersed"` four times as wide (`mu + 4 sigma z`: superchains that start apart, for
+    nested R-hat to see whether they meet), `"zeros"` all zeros. The chains of a superchain
+    (`superchain_size` consecutive chains) start from its first chain's state."""
+    from ._model import _unsigned
+    t = _TargetCache(mu, sigma, target, **params)
+    return _native.initial_states(_unsigned("batch", batch), t.name, t.arrays, str(spread),
+                                  _unsigned("seed", seed),
+                                  _unsigned("superchain_size", superchain_size))
 
 
 def step(x, mu, sigma, step_size, seed=0, step=0, *, target="gaussian", **params):
@@ -120,6 +135,8 @@ def run(
     *,
     warmup=0,
     target_accept=None,
+    precondition=False,
+    scales=None,
     burn_in=0,
     until_rhat=None,
     min_draws=None,
@@ -129,7 +146,8 @@ def run(
     **params,
 ):
     """`steps` steps of every chain from step counter `first_step`, as `host run` runs them: a
-    dict with the final states `x`, `accepted_count`, `nonfinite_count` and `null_move_count`
+    `RunResult` (a dict whose keys are attributes too, with `summary()`, `to_arviz()`,
+    `draws`, `acceptance_rate` and `converged`) with the final states `x`, `accepted_count`, `nonfinite_count` and `null_move_count`
     (uint64 per chain: steps with a non-finite log alpha, and proposals that rounded back to
     the state), each chain's `mean` and `var` over the steps, `trace[steps // thin, B, dim]`
     when `thin > 0`, `diagnostics` and `steps`.
@@ -158,6 +176,12 @@ def run(
     `warmup` (`steps`, `target_accept`, `initial_step_size`, `last_acceptance`: summary.json's).
     The counts, moments, trace and diagnostics are those of the `steps` alone.
 
+    `precondition=True` also adapts a proposal scale per dimension during the first half of
+    the warm-up, to the chains' pooled standard deviation (diagonal preconditioning, `host
+    run --precondition`); the steps run with them, and the result's `scales` holds them.
+    `scales` (`[dim]`, relative to `step_size`) gives them instead: a run that continues a
+    preconditioned one passes its result's `step_size`, `scales` and `next_step`.
+
     `until_rhat=1.01` stops the steps early, at the first checkpoint (doubling from
     `min_draws` draws per chain, 100 by default) where every split R-hat is below it, as
     `host run --until-rhat --min-draws`; `steps` is then the cap, the result's `steps` what
@@ -183,6 +207,7 @@ def run(
             raise TypeError("run(x, model, ...) takes step_size= and steps= (and seed=, "
                             "first_step=, thin=) as keywords, and no target parameters")
         ignored = {"warmup": warmup, "target_accept": target_accept, "burn_in": burn_in,
+                   "precondition": precondition, "scales": scales is not None,
                    "until_rhat": until_rhat, "min_draws": min_draws,
                    "superchain_size": superchain_size != 1, "progress": progress}
         given = [name for name, v in ignored.items() if v]
@@ -195,7 +220,14 @@ def run(
     if target_accept is not None and not warmup:
         raise TypeError("target_accept is the warm-up's: it takes warmup > 0 "
                         "(host run refuses --target-accept without --warmup too)")
+    if precondition and not warmup:
+        raise TypeError("precondition adapts during the warm-up: it takes warmup > 0 "
+                        "(host run refuses --precondition without --warmup too)")
+    if precondition and scales is not None:
+        raise TypeError("precondition adapts the scales; scales gives them: one or the other")
     t = _TargetCache(mu, sigma, target, **params)
+    if scales is not None:
+        scales = np.ascontiguousarray(to_numpy("scales", scales, 1, convert=True))
     seed, first_step = _unsigned("seed", seed), _unsigned("first_step", first_step)
     if until_rhat is not None and thin:
         raise ValueError("thin with until_rhat: a trace of a run that stops early would not "
@@ -207,6 +239,7 @@ def run(
     # One run of `n` steps; the warm-up's and the burn-in's take `diagnostics=False`: their
     # statistics are dropped, so no checkpoints and no starting spread are computed for them.
     def steps_of(x, size, first, n, thin=0, per_launch=steps_per_launch, **stop):
+        stop.setdefault("scales", scales)
         # The bar's position: the steps before this call's first, plus what it has done.
         offset = first - first_step
         cb = None if bar is None else (lambda done: bar.update(offset + done - bar.n))
@@ -220,15 +253,24 @@ def run(
         if warmup:
             accept = 0.234 if target_accept is None else float(target_accept)
             adapt = _native.StepSize(size, accept)
+            scaling = _native.Scales(t.mu.size) if precondition else None
             done, last = 0, float("nan")
             while done < warmup:
                 k = min(_native.WARMUP_LAUNCH_STEPS, warmup - done)
+                # The scales adapt in the first half, from launches of 2 steps or more (a
+                # variance), as host run's warm-up.
+                pooled = scaling is not None and done < warmup // 2 and k >= 2
                 out = steps_of(state, adapt.step_size, first_step + done, k, per_launch=k,
-                               diagnostics=False)
+                               diagnostics=False, pooled_variance=pooled,
+                               scales=None if scaling is None else scaling.scales)
+                if pooled:
+                    scaling.update(out["pooled_variance"])
                 accepted = float(np.sum(out["accepted_count"], dtype=np.uint64))
                 last = accepted / (k * out["x"].shape[0])
                 adapt.update(last)
                 state, done = out["x"], done + k
+            if scaling is not None:
+                scales = scaling.scales
             warmed = {"steps": warmup, "target_accept": accept,
                       "initial_step_size": float(np.float32(size)), "last_acceptance": last}
             size = adapt.step_size
@@ -246,6 +288,9 @@ def run(
     out["step_size"] = float(np.float32(size))
     out["next_step"] = first_step + warmup + burn_in + out["steps"]
     out["stopped_early"] = out["steps"] < steps
+    out.pop("pooled_variance", None)
+    if scales is not None:
+        out["scales"] = scales
     if warmed is not None:
         out["warmup"] = warmed
-    return out
+    return RunResult(out)

@@ -110,7 +110,7 @@ pub fn step_with_noise<'py>(
 /// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
 /// the CPU and the GPU report the same checkpoints.
 #[pyfunction]
-#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true))]
+#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true, scales=None, pooled_variance=false))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'py>(
@@ -129,6 +129,8 @@ pub fn run<'py>(
     superchain_size: usize,
     progress: Option<Py<PyAny>>,
     diagnostics: bool,
+    scales: Option<PyReadonlyArray1<'py, f32>>,
+    pooled_variance: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (shape, target) = problem(&x, target, &params)?;
     let options = crate::diagnostics::Options {
@@ -139,7 +141,7 @@ pub fn run<'py>(
         steps_per_launch,
     };
     let plan = crate::diagnostics::plan(shape, steps, &options)?;
-    let config = StepConfig::new(step_size, seed).map_err(to_py)?;
+    let config = crate::adapt::with_scales(StepConfig::new(step_size, seed), shape, &scales)?;
     cpu::check_thin(steps, thin).map_err(to_py)?;
     let saves = steps.checked_div(thin).unwrap_or(0);
     let trace_len = usize::try_from(saves)
@@ -169,9 +171,15 @@ pub fn run<'py>(
     });
     let (out, trace) = interrupts.result(ran)?;
     let (b, d) = (shape.batch(), shape.dim());
+    let result = PyDict::new(py);
+    if pooled_variance {
+        let pooled =
+            fused_mh::diagnostics::from_chain_moments(shape, 1, out.steps, &out.mean, &out.var)
+                .map_err(to_py)?;
+        result.set_item("pooled_variance", pooled.variance.into_pyarray(py))?;
+    }
     let array = |v: Vec<f32>| Array2::from_shape_vec((b, d), v);
     let bad = |e: numpy::ndarray::ShapeError| PyValueError::new_err(e.to_string());
-    let result = PyDict::new(py);
     result.set_item("x", array(out.x).map_err(bad)?.into_pyarray(py))?;
     result.set_item("accepted_count", out.accepted.into_pyarray(py))?;
     result.set_item("nonfinite_count", out.nonfinite.into_pyarray(py))?;
@@ -191,7 +199,8 @@ pub fn run<'py>(
         }
         None => Vec::new(),
     };
-    let diagnostics = crate::diagnostics::to_dict(py, out.diagnostics.as_ref(), spread)?;
+    let diagnostics =
+        crate::diagnostics::to_dict(py, out.diagnostics.as_ref(), spread, until_rhat)?;
     result.set_item("diagnostics", diagnostics)?;
     result.set_item("steps", out.steps)?;
     Ok(result)

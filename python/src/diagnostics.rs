@@ -101,12 +101,14 @@ pub fn spread(
 /// The dict: `superchain_size`, `draws` (per chain, both halves), `nested_rhat` and `ess`
 /// (float64 `[dim]`), `max_nested_rhat`, `min_ess`, `acceptance_rate`, `start_spread`
 /// (float64 `[dim]`), `blind_dimensions` (the dimensions whose starting points are closer
-/// than `start::BLIND_SPREAD` sigma, worst first), `rhat_threshold` and `converged` (every
-/// R-hat below the threshold and no blind dimension). None when the run reached no checkpoint.
+/// than `start::BLIND_SPREAD` sigma, worst first), `rhat_threshold` (the run's `until_rhat`,
+/// or `RHAT_THRESHOLD`, as `host run`'s summary.json) and `converged` (every R-hat below the
+/// threshold and no blind dimension). None when the run reached no checkpoint.
 pub fn to_dict<'py>(
     py: Python<'py>,
     d: Option<&Diagnostics>,
     start_spread: Vec<f64>,
+    until_rhat: Option<f64>,
 ) -> PyResult<Option<Bound<'py, PyDict>>> {
     let Some(d) = d else {
         return Ok(None);
@@ -121,11 +123,9 @@ pub fn to_dict<'py>(
     out.set_item("min_ess", d.min_ess())?;
     out.set_item("acceptance_rate", d.acceptance_rate)?;
     out.set_item("start_spread", start_spread.into_pyarray(py))?;
-    out.set_item("rhat_threshold", RHAT_THRESHOLD)?;
-    out.set_item(
-        "converged",
-        d.rhat_below(RHAT_THRESHOLD) && blind.is_empty(),
-    )?;
+    let threshold = until_rhat.unwrap_or(RHAT_THRESHOLD);
+    out.set_item("rhat_threshold", threshold)?;
+    out.set_item("converged", d.rhat_below(threshold) && blind.is_empty())?;
     out.set_item("blind_dimensions", blind)?;
     Ok(Some(out))
 }

@@ -204,7 +204,7 @@ impl Device {
     /// `nonfinite_count` and `null_move_count` (uint64) and `trace` (`[steps / thin, B, dim]`
     /// float32, with `thin > 0`); `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None
     /// without a checkpoint); and `steps`.
-    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true))]
+    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true, scales=None, pooled_variance=false))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -222,6 +222,8 @@ impl Device {
         superchain_size: usize,
         progress: Option<Py<PyAny>>,
         diagnostics: bool,
+        scales: Option<PyReadonlyArray1<'py, f32>>,
+        pooled_variance: bool,
     ) -> PyResult<Bound<'py, PyDict>> {
         let inputs = self.inputs(x, target, (seed, first_step), None, None)?;
         let shape = inputs.shape;
@@ -235,7 +237,7 @@ impl Device {
         let diagnostics = crate::diagnostics::plan(shape, steps, &options)?;
         // The starting spread is a part of the diagnostics: none without them.
         let diagnosed = diagnostics.is_some();
-        let config = StepConfig::new(step_size, seed).map_err(to_py)?;
+        let config = crate::adapt::with_scales(StepConfig::new(step_size, seed), shape, &scales)?;
         fused_mh::cpu::check_thin(steps, thin).map_err(to_py)?;
         let plan = RunPlan {
             thin,
@@ -305,8 +307,17 @@ impl Device {
                 .map_err(|e| PyValueError::new_err(e.to_string()))?;
             result.set_item("trace", trace.into_pyarray(py))?;
         }
-        let diagnostics = crate::diagnostics::to_dict(py, stats.diagnostics(), spread)?;
+        let diagnostics = crate::diagnostics::to_dict(py, stats.diagnostics(), spread, until_rhat)?;
         result.set_item("diagnostics", diagnostics)?;
+        if pooled_variance {
+            // The chains' pooled variance per dimension, as `host run --precondition`'s
+            // warm-up takes it (`Gpu::diagnostics` over superchains of one chain).
+            let pooled = self
+                .gpu
+                .diagnostics(&stats, &target.target, 1)
+                .map_err(to_py)?;
+            result.set_item("pooled_variance", pooled.variance.into_pyarray(py))?;
+        }
         let (mean, m2) = self
             .gpu
             .merged_moments(stats)

@@ -23,6 +23,7 @@ mod errors;
 mod gpu;
 mod interrupts;
 mod models;
+mod starts;
 mod targets;
 
 /// The `fused-mh` command (`host`'s program) on `args`, the program's name first: its exit
@@ -44,7 +45,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(models::sample_model, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;
+    m.add_function(wrap_pyfunction!(starts::initial_states, m)?)?;
     m.add_class::<adapt::StepSize>()?;
+    m.add_class::<adapt::Scales>()?;
     m.add("WARMUP_LAUNCH_STEPS", fused_mh::adapt::WARMUP_LAUNCH_STEPS)?;
     m.add_class::<gpu::Device>()?;
     m.add_class::<gpu::Target>()?;

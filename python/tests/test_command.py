@@ -3,6 +3,7 @@ program as `host`, run from a directory outside the clone, writing only where it
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -15,12 +16,15 @@ from conftest import ROOT
 
 
 def command():
-    """The installed `fused-mh` script (next to the interpreter's other scripts)."""
+    """The installed `fused-mh` script: next to the interpreter's other scripts, or (an install
+    with `pip --target`, whose scripts folder the caller puts on the PATH) on the PATH."""
     name = "fused-mh.exe" if os.name == "nt" else "fused-mh"
     for folder in [sysconfig.get_path("scripts"), os.path.dirname(sys.executable)]:
         path = Path(folder) / name
         if path.exists():
             return path
+    if shutil.which(name):
+        return Path(shutil.which(name))
     pytest.fail("installing the package put no fused-mh command on the PATH")
 
 

@@ -67,6 +67,9 @@ def test_run_stops_early_as_host_run(tmp_path, host):
     d = summary["diagnostics"]
     assert r["diagnostics"]["max_nested_rhat"] == d["max_nested_rhat"] < 1.05
     assert r["diagnostics"]["draws"] == d["draws"]
+    # Converged against until_rhat, as host run's verdict (not the default 1.01).
+    assert r["diagnostics"]["rhat_threshold"] == d["rhat_threshold"] == 1.05
+    assert r.converged == r["diagnostics"]["converged"] == summary["converged"]
 
 
 def test_run_refuses_stop_options_it_cannot_keep():
