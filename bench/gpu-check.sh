@@ -83,13 +83,16 @@ bench)
   done
   ;;
 python)
+  # The wheel's files and its fused-mh command (in $site/bin, put on the PATH as pip's
+  # scripts folder is): the machine's own python3 keeps its torch and JAX.
   site=$(mktemp -d)
-  pip install -q --no-deps --no-index --target "$site" .gpu/wheel/*.whl 2>&1 | grep -v WARNING
-  export PYTHONPATH=$site FUSED_MH_HOST=$PWD/.gpu/bin/host
-  python3 -m pytest -q -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1 || status=1
+  python3 -m pip install -q --no-deps --no-index --target "$site" .gpu/wheel/*.whl 2>&1 | grep -v WARNING
+  export PYTHONPATH=$site PATH=$site/bin:$PATH FUSED_MH_HOST=$PWD/.gpu/bin/host
+  python3 -m pytest -q -rs -p no:cacheprovider python/tests >"$out/pytest.log" 2>&1 || status=1
   tail -25 "$out/pytest.log"
   # The Rust benchmark's single step at (4096, 64) and (1048576, 64) on the H200 (session 7).
-  python3 bench/python_speed.py --kernel-us 4.64 140.7 "$out/python-speed.json" || status=1
+  python3 bench/python_speed.py --kernel-us 4.64 140.7 --host "$FUSED_MH_HOST" \
+    "$out/python-speed.json" || status=1
   ;;
 lessons)
   .gpu/bin/host lessons --json "$out/lessons.json" --svg "$out/lessons.svg" || status=1

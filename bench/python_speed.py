@@ -66,13 +66,50 @@ def fused_figures():
     for batch, n in SHAPES:
         x = torch.randn(batch, 64, device="cuda")
         out[f"model_us_{batch}"] = per_call_us(fused_mh.Model(64, step_size=0.1), x, n)
-    # `run`: 100 fused steps in one launch, per step (with the device copy of x, the counts'
-    # and the moments' hand-over).
+    # `run`, per step, with the device copy of x, the counts' and the moments' hand-over: 1000
+    # steps in launches of 100 with the split diagnostics (the Rust benchmark's "split
+    # diagnostics over a 1000-step run" row, Gpu::run under device events), and 100 steps in
+    # one launch (where the per-call costs weigh ten times as much).
     x = torch.randn(1048576, 64, device="cuda")
     mu, sigma = torch.zeros(64), torch.ones(64)
-    fused_mh.run(x, mu, sigma, 0.1, 100)
-    out["run_us_per_step"] = per_call_us(lambda x: fused_mh.run(x, mu, sigma, 0.1, 100), x, 5) / 100
+    for steps, key in [(1000, "run_us_per_step"), (100, "run_100_us_per_step")]:
+        call = lambda x: fused_mh.run(x, mu, sigma, 0.1, steps)
+        out[key] = per_call_us(call, x, 3) / steps
     return out
+
+
+def against_host_run(host):
+    """`host run` at (1048576, 64), 1000 steps in launches of 100, its summary's `seconds` (from
+    the GPU opened and the inputs read, through the upload, the run, the downloads of the
+    states, counts and moments, the diagnostics and the writing of its .npy files with their
+    digests), against the same run in Python from the same NumPy array to the same results as
+    NumPy arrays in memory (a CUDA tensor in, `.cpu()` out), median of 3 after one untimed
+    call."""
+    import tempfile
+    import numpy as np
+    x0 = np.random.default_rng(0).standard_normal((1048576, 64)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as d:
+        np.save(f"{d}/x0.npy", x0)
+        seconds = []
+        for i in range(3):
+            subprocess.run([host, "run", "--init", f"{d}/x0.npy", "--steps", "1000",
+                            "--step-size", "0.1", "--out", f"{d}/out{i}"], check=True,
+                           capture_output=True)
+            seconds.append(json.load(open(f"{d}/out{i}/summary.json"))["seconds"])
+    mu, sigma = np.zeros(64, np.float32), np.ones(64, np.float32)
+
+    def python_run():
+        r = fused_mh.run(torch.from_numpy(x0).cuda(), mu, sigma, 0.1, 1000)
+        return r.x.cpu(), r.mean.cpu(), r.var.cpu()
+
+    python_run()
+    walls = []
+    for _ in range(3):
+        t = time.perf_counter()
+        python_run()
+        walls.append(time.perf_counter() - t)
+    host_s, python_s = statistics.median(seconds), statistics.median(walls)
+    return {"host_run_s": host_s, "python_s": python_s, "ratio": python_s / host_s}
 
 
 def spread(runs, key):
@@ -90,6 +127,7 @@ def main():
     p.add_argument("--fused-only", action="store_true",
                    help="the package's figures alone (no reference module, no torch.compile)")
     p.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--host", help="the host program: also time `host run` against `run`")
     p.add_argument("json", nargs="?")
     args = p.parse_args()
     if args.one_run:
@@ -117,10 +155,16 @@ def main():
             "kernel_us": kernel,
         })
     run_us = spread(runs, "run_us_per_step")
+    run_100 = spread(runs, "run_100_us_per_step")
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"fused_mh: median of {args.runs} runs (min-max)")
-    print(f"fused_mh.run at (1048576, 64), 100 steps a launch: {run_us['median']:.2f} us per step "
-          f"({run_us['min']:.2f}-{run_us['max']:.2f})")
+    print(f"fused_mh.run at (1048576, 64), 1000 steps in launches of 100: {run_us['median']:.2f} "
+          f"us per step ({run_us['min']:.2f}-{run_us['max']:.2f}); 100 steps in one launch: "
+          f"{run_100['median']:.2f} ({run_100['min']:.2f}-{run_100['max']:.2f})")
+    versus = against_host_run(args.host) if args.host else None
+    if versus:
+        print(f"the same 1000-step run from NumPy to NumPy: host run {versus['host_run_s']:.3f} s, "
+              f"fused_mh.run {versus['python_s']:.3f} s ({versus['ratio']:.3f}x)")
     print("| (B, dim) | fused_mh.Model µs/call | Rust single step µs | reference module | torch.compile |")
     print("|---|---|---|---|---|")
     for r in rows:
@@ -132,7 +176,9 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "runs": args.runs, "rows": rows,
-                       "run_us_per_step_1048576x64_k100": run_us}, f, indent=1)
+                       "run_us_per_step_1048576x64_1000_steps_k100": run_us,
+                       "run_us_per_step_1048576x64_100_steps": run_100,
+                       "against_host_run": versus}, f, indent=1)
 
 
 if __name__ == "__main__":
