@@ -147,8 +147,8 @@ def run(
 ):
     """`steps` steps of every chain from step counter `first_step`, as `host run` runs them: a
     `RunResult` (a dict whose keys are attributes too, with `summary()`, `to_arviz()`,
-    `draws`, `acceptance_rate` and `converged`) with the final states `x`, `accepted_count`, `nonfinite_count` and `null_move_count`
-    (uint64 per chain: steps with a non-finite log alpha, and proposals that rounded back to
+    `draws`, `acceptance_rate` and `converged`) with the final states `x`, `accepted_count`,
+    `nonfinite_count` and `null_move_count` (uint64 per chain: steps with a non-finite log alpha, and proposals that rounded back to
     the state), each chain's `mean` and `var` over the steps, `trace[steps // thin, B, dim]`
     when `thin > 0`, `diagnostics` and `steps`.
 

@@ -108,7 +108,9 @@ pub fn step_with_noise<'py>(
 /// per-chain `mean` and `var` over the steps, `trace[steps / thin, B, dim]` with `thin > 0`,
 /// `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None without a checkpoint), and
 /// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
-/// the CPU and the GPU report the same checkpoints.
+/// the CPU and the GPU report the same checkpoints. `scales` are per-dimension proposal
+/// scales relative to `step_size`; `pooled_variance` adds the chains' pooled variance per
+/// dimension (float64 `[dim]`), what a preconditioning warm-up adapts the scales to.
 #[pyfunction]
 #[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true, scales=None, pooled_variance=false))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
