@@ -9,7 +9,7 @@ use rand_distr::{Distribution, StandardNormal};
 use rand_xorshift::XorShiftRng;
 
 use crate::kernel::target::inverse_square;
-use crate::{Result, Shape, Target, host_memory};
+use crate::{Error, Result, Shape, Target, host_memory};
 
 /// How the starting points spread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,8 +28,9 @@ pub const OVERDISPERSION: f32 = 4.0;
 
 /// `shape.batch()` starting points of `shape.dim()` coordinates, seeded by `seed` (an
 /// xorshift generator: a stream of its own, not the kernels' counter scheme). The chains of a
-/// superchain (`superchain_size` consecutive chains) start from its first chain's state. The
-/// memory is reserved fallibly: too large a shape is an error, not an abort.
+/// superchain (`superchain_size` consecutive chains, a divisor of the batch) start from its
+/// first chain's state. The memory is reserved fallibly: too large a shape is an error, not
+/// an abort.
 pub fn initial_states(
     shape: Shape,
     target: &Target,
@@ -37,6 +38,12 @@ pub fn initial_states(
     seed: u64,
     superchain_size: usize,
 ) -> Result<Vec<f32>> {
+    let batch = shape.batch();
+    if superchain_size == 0 || !batch.is_multiple_of(superchain_size) {
+        return Err(Error::InvalidRun(format!(
+            "superchain_size = {superchain_size}: must divide the batch of {batch} chains"
+        )));
+    }
     let dim = shape.dim();
     let width = match spread {
         Spread::Target => 1.0,
@@ -78,6 +85,9 @@ mod tests {
         }
         let plain = initial_states(shape, &target, Spread::Target, 3, 1).unwrap();
         assert_ne!(plain[..2], plain[2..4]);
+        for m in [0, 3] {
+            assert!(initial_states(shape, &target, Spread::Target, 3, m).is_err());
+        }
     }
 
     /// The overdispersed states are the target's, four times as far from mu (same seed, same

@@ -179,8 +179,9 @@ def run(
     `precondition=True` also adapts a proposal scale per dimension during the first half of
     the warm-up, to the chains' pooled standard deviation (diagonal preconditioning, `host
     run --precondition`); the steps run with them, and the result's `scales` holds them.
-    `scales` (`[dim]`, relative to `step_size`) gives them instead: a run that continues a
-    preconditioned one passes its result's `step_size`, `scales` and `next_step`.
+    `scales` (`[dim]`, relative to `step_size`) gives them instead, for the warm-up, burn-in
+    and steps alike: a run that continues a preconditioned one passes its result's
+    `step_size`, `scales` and `next_step`.
 
     `until_rhat=1.01` stops the steps early, at the first checkpoint (doubling from
     `min_draws` draws per chain, 100 by default) where every split R-hat is below it, as
@@ -262,7 +263,7 @@ def run(
                 pooled = scaling is not None and done < warmup // 2 and k >= 2
                 out = steps_of(state, adapt.step_size, first_step + done, k, per_launch=k,
                                diagnostics=False, pooled_variance=pooled,
-                               scales=None if scaling is None else scaling.scales)
+                               scales=scales if scaling is None else scaling.scales)
                 if pooled:
                     scaling.update(out["pooled_variance"])
                 accepted = float(np.sum(out["accepted_count"], dtype=np.uint64))

@@ -36,11 +36,6 @@ pub fn initial_states<'py>(
     };
     let target = crate::targets::build(target, &params)?;
     let shape = Shape::new(batch, target.dim()).map_err(to_py)?;
-    if superchain_size == 0 || !batch.is_multiple_of(superchain_size) {
-        return Err(PyValueError::new_err(format!(
-            "superchain_size = {superchain_size}: must divide batch = {batch}"
-        )));
-    }
     let x = py
         .detach(|| generate(shape, &target, spread, seed, superchain_size))
         .map_err(to_py)?;

@@ -75,6 +75,39 @@ def test_run_preconditions_as_host_run(tmp_path, host):
         assert same_bits(more[name], np.load(resumed / f"{name}.npy")), name
 
 
+def test_a_warm_up_adapts_the_step_size_to_given_scales():
+    """Given scales (no preconditioning), the warm-up runs with them too: proposals 10 times
+    wider per unit step size leave an adapted step size near a tenth of the one without (the
+    same acceptance rate; within 30 %, the adaptation's noise over 300 steps of 256 chains),
+    and the result keeps the scales."""
+    x, mu, sigma = problem(256, 4, 10)
+    plain = fused_mh.run(x, mu, sigma, 0.5, 20, seed=3, warmup=300)
+    wide = fused_mh.run(x, mu, sigma, 0.5, 20, seed=3, warmup=300,
+                        scales=np.full(4, 10, np.float32))
+    assert wide.step_size * 10 == pytest.approx(plain.step_size, rel=0.3)
+    assert same_bits(wide.scales, np.full(4, 10, np.float32))
+
+
+@pytest.mark.parametrize("apart", [0.0, 20.0])
+def test_the_pooled_variance_the_scales_adapt_to_is_numpys(apart):
+    """The pooled variance a preconditioning warm-up adapts to, per dimension, is
+    mean(within-chain variances, ddof 1) + var(chain means, ddof 1) of the draws (the module
+    doc of `fused_mh::diagnostics`), computed here by NumPy from the full trace: for chains
+    mixed on the target, and for chains that start 20 sigma apart and have not met after 30
+    steps (the between-chain term then dominates). Both in float64 from float32 states: to
+    1e-10 relative (the library's running moments against NumPy's two passes)."""
+    x, mu, sigma = problem(64, 3, 9)
+    x = x + apart * sigma * np.arange(64, dtype=np.float32)[:, None] / 64
+    out = fused_mh._native.run(np.ascontiguousarray(x, np.float32), "gaussian", [mu, sigma],
+                               0.8, 4, 0, 30, thin=1, diagnostics=False, pooled_variance=True)
+    draws = out["trace"].astype(np.float64)  # [steps, chains, dim]
+    within = draws.var(axis=0, ddof=1).mean(axis=0)
+    between = draws.mean(axis=0).var(axis=0, ddof=1)
+    np.testing.assert_allclose(out["pooled_variance"], within + between, rtol=1e-10)
+    if apart:
+        assert (between > 10 * within).all()
+
+
 @pytest.mark.parametrize("spread", ["normal", "overdispersed", "zeros"])
 def test_initial_states_are_host_runs(tmp_path, host, spread):
     """`initial_states(B, mu, sigma, spread, seed, superchain_size)` and a run from them are
@@ -114,7 +147,7 @@ def test_bad_preconditioning_and_starts_raise():
         fused_mh.run(x, mu, sigma, 0.5, 10, scales=np.array([1, 0, 1], np.float32))
     with pytest.raises(ValueError, match='spread = "wide"'):
         fused_mh.initial_states(8, mu, sigma, "wide")
-    with pytest.raises(ValueError, match="superchain_size = 3: must divide batch = 8"):
+    with pytest.raises(ValueError, match="superchain_size = 3: must divide the batch of 8 chains"):
         fused_mh.initial_states(8, mu, sigma, superchain_size=3)
     with pytest.raises(ValueError, match="batch = -1"):
         fused_mh.initial_states(-1, mu, sigma)
