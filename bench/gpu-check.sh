@@ -50,7 +50,7 @@ sanitize)
     fused_lesson_equals_the_fused_kernel::4096x64::k20
     scales_of_one_change_nothing::3000x33 scaled_run_matches_cpu::600x300
     scaled_run_matches_cpu::50x1025 nonfinite_counts_are_exact::64x10
-    nonfinite_counts_are_exact::8x1030
+    nonfinite_counts_are_exact::8x1030 hand_over_during_a_run::3000x33
     dense_gaussian_matches_cpu matches_cpu::sblri-blr matches_cpu::wells_data-wells_dist
     matches_cpu::eight_schools-eight_schools_noncentered"
   # The diagnostics' kernels: the sums, the split halves' merge (rows in registers and the

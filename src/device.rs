@@ -35,10 +35,10 @@ mod model;
 mod stats;
 #[cfg(feature = "testing")]
 mod testing_hooks;
-pub use buffers::{DeviceChains, DeviceNoise, DeviceTarget};
+pub use buffers::{DeviceChains, DeviceNoise, DeviceTarget, StatesSnapshot};
 pub use chain::{MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, TraceChunk};
 pub use external::{Borrowed, BorrowedNoise, BorrowedStep};
-pub use stats::{COUNT_FOLD_STEPS, ChainStats};
+pub use stats::{COUNT_FOLD_STEPS, ChainStats, CountMemory, RunCounts};
 
 /// An open GPU: a context, a stream, and the loaded kernels.
 pub struct Gpu {
@@ -92,7 +92,9 @@ impl Gpu {
         // SAFETY: every buffer a `Gpu` allocates is used only on this one stream (uploads,
         // launches, read-backs and frees all go through `self.stream`), so stream order alone
         // orders every access, which is what cudarc's per-buffer events would otherwise
-        // enforce. Without them a launch is one driver call instead of several, and work can
+        // enforce. The one exception, a `StatesSnapshot`, is read on a stream forked after its
+        // copy was queued (the fork waits for it) and freed here only after that read was
+        // waited for. Without them a launch is one driver call instead of several, and work can
         // be captured into a CUDA graph.
         unsafe { ctx.disable_event_tracking() };
         let capability = compute_capability(&ctx)?;

@@ -69,7 +69,10 @@ macro_rules! testing_module {
 }
 testing_module!(dispatch, host_memory, threads);
 
-pub use device::{ChainStats, DeviceChains, DeviceNoise, DeviceTarget, Gpu, RunPlan, TraceChunk};
+pub use device::{
+    ChainStats, CountMemory, DeviceChains, DeviceNoise, DeviceTarget, Gpu, RunCounts, RunPlan,
+    StatesSnapshot, TraceChunk,
+};
 pub use diagnostics::{Diagnostics, DiagnosticsPlan, Progress};
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;

@@ -1,11 +1,11 @@
 //! The fused K-step run on a real GPU: K fused steps against K single steps and the CPU
 //! reference, the per-dimension scales, the non-finite counts, the moments and the trace
-//! against two passes over the trace. A `harness = false` test like `gpu.rs`: without a GPU
-//! every test reports ignored.
+//! against two passes over the trace, the hand-over to the host. A `harness = false` test
+//! like `gpu.rs`: without a GPU every test reports ignored.
 
 use std::process::ExitCode;
 
-use fused_mh::{Gpu, Shape, StepConfig, Target, cpu};
+use fused_mh::{CountMemory, Gpu, RunCounts, Shape, StepConfig, Target, cpu};
 use libtest_mimic::{Arguments, Failed, Trial};
 use rand::Rng;
 
@@ -407,40 +407,94 @@ fn moments_and_trace(batch: usize, dim: usize) -> Result<(), Failed> {
     Ok(())
 }
 
+/// A run's hand-over to the host, as Python's `run` does it: a snapshot of the first rows taken
+/// before the run and downloaded on another thread during it holds the starting states bit for
+/// bit, and the three counts written into touched memory equal the counts read one by one.
+fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, mut x, target, step_size) = random_problem(batch, dim, 77);
+    x[dim] = f32::NAN; // row 1: it never moves, and each of its steps counts as non-finite
+    let (config, steps) = (StepConfig::new(step_size, 5)?, 200);
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let snapshot = chains.snapshot_rows(batch.min(1000))?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let (ran, starts) = std::thread::scope(|scope| {
+        let starts = scope.spawn(|| snapshot.download());
+        let plan = fused_mh::RunPlan::new(steps, 10);
+        let ran = gpu.run(
+            &mut chains,
+            &target_dev,
+            &config,
+            &plan,
+            &mut stats,
+            &mut |_| Ok(()),
+            &mut |_| Ok(()),
+        );
+        (ran, starts.join())
+    });
+    ran?;
+    let starts = starts.map_err(|_| "the snapshot's download panicked")??;
+    let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    if bits(&starts) != bits(&x[..batch.min(1000) * dim]) {
+        return Err("the snapshot does not hold the starting states".into());
+    }
+    let counts = stats.counts(CountMemory::touched(batch)?)?;
+    let one_by_one = RunCounts {
+        accepted: stats.accepted_counts()?,
+        nonfinite: stats.nonfinite_counts()?,
+        null_moves: stats.null_move_counts()?,
+    };
+    if counts != one_by_one {
+        return Err("the counts in touched memory differ from the counts read one by one".into());
+    }
+    if counts.nonfinite[1] != steps || counts.accepted.iter().all(|&c| c == 0) {
+        return Err("the counts are not those of the run".into());
+    }
+    // Memory made for another batch is refused, not written past its end.
+    if stats.counts(CountMemory::touched(batch - 1)?).is_ok() {
+        return Err("count memory for another batch was taken".into());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let gpu_present = support::gpu_present("GPU run tests");
-    let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        Trial::test(name, f).with_ignored_flag(!gpu_present)
-    };
     let mut trials = Vec::new();
+    let mut add = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
+        trials.push(Trial::test(name, f).with_ignored_flag(!gpu_present))
+    };
     for (batch, dim, k) in FUSED_CASES {
-        trials.push(gpu_test(
-            format!("fused_equals_single_steps::{batch}x{dim}::k{k}"),
+        let name = format!("fused_equals_single_steps::{batch}x{dim}::k{k}");
+        add(
+            name,
             Box::new(move || fused_equals_single_steps(batch, dim, k)),
-        ));
+        );
     }
     for (batch, dim) in [(300, 64), (40, 333), (6, 1030)] {
-        trials.push(gpu_test(
-            format!("moments_and_trace::{batch}x{dim}"),
-            Box::new(move || moments_and_trace(batch, dim)),
-        ));
+        let name = format!("moments_and_trace::{batch}x{dim}");
+        add(name, Box::new(move || moments_and_trace(batch, dim)));
     }
     for (batch, dim) in SCALED_SHAPES {
-        trials.push(gpu_test(
-            format!("scales_of_one_change_nothing::{batch}x{dim}"),
+        let name = format!("scales_of_one_change_nothing::{batch}x{dim}");
+        add(
+            name,
             Box::new(move || scales_of_one_change_nothing(batch, dim)),
-        ));
-        trials.push(gpu_test(
-            format!("scaled_run_matches_cpu::{batch}x{dim}"),
-            Box::new(move || scaled_run_matches_cpu(batch, dim)),
-        ));
+        );
+        let name = format!("scaled_run_matches_cpu::{batch}x{dim}");
+        add(name, Box::new(move || scaled_run_matches_cpu(batch, dim)));
     }
     for (batch, dim) in [(64, 10), (4096, 64), (9, 300), (8, 1030)] {
-        trials.push(gpu_test(
-            format!("nonfinite_counts_are_exact::{batch}x{dim}"),
+        let name = format!("nonfinite_counts_are_exact::{batch}x{dim}");
+        add(
+            name,
             Box::new(move || nonfinite_counts_are_exact(batch, dim)),
-        ));
+        );
+    }
+    for (batch, dim) in [(4096, 64), (3000, 33), (5, 1030)] {
+        let name = format!("hand_over_during_a_run::{batch}x{dim}");
+        add(name, Box::new(move || hand_over_during_a_run(batch, dim)));
     }
     libtest_mimic::run(&args, trials).exit_code()
 }

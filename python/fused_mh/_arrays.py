@@ -296,6 +296,9 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
     )
     for name in ["x", "mean", "m2"]:
         out[name] = back(out[name])
+    m2 = out.pop("m2")
     with memory_errors:
-        out["var"] = out.pop("m2") / out["steps"]
+        # A PyTorch tensor of the run's own memory is divided in place (no second 8-byte
+        # [B, dim] array); a JAX array is immutable.
+        out["var"] = m2.div_(out["steps"]) if is_cuda_tensor(m2) else m2 / out["steps"]
     return out

@@ -13,7 +13,7 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 use dlpark::SafeManagedTensor;
 use dlpark::ffi::DataTypeCode;
 use fused_mh::borrowed::{Borrowed, BorrowedNoise, BorrowedStep};
-use fused_mh::{DeviceTarget, Draws, Gpu, RunPlan, Shape, StepConfig};
+use fused_mh::{CountMemory, DeviceTarget, Draws, Gpu, RunPlan, Shape, StepConfig};
 use numpy::ndarray::Array3;
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
@@ -259,20 +259,21 @@ impl Device {
             let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
             chains.set_step_counter(first_step);
             let rows = fused_mh::diagnostics::start::spread_rows(shape, superchain_size);
-            let starts = if diagnosed {
-                chains.x_rows(rows)?
-            } else {
-                Vec::new()
-            };
+            let starts = diagnosed.then(|| chains.snapshot_rows(rows)).transpose()?;
             let mut stats = gpu.new_stats(shape, true)?;
-            // The starting points' spread on the host while the GPU runs (milliseconds at a
-            // million chains, otherwise spent before the first launch).
-            let (ran, spread) = std::thread::scope(|scope| {
+            // While the GPU runs, on two more threads: the starting points' download and their
+            // spread, and the pages of the counts' host memory (each milliseconds at a million
+            // chains, otherwise spent before the first launch or after the last).
+            let (ran, spread, count_memory) = std::thread::scope(|scope| {
                 let sigma = target.host.sigma();
-                let spread = scope.spawn(|| match diagnosed {
-                    true => crate::diagnostics::spread(&starts, shape, superchain_size, sigma),
-                    false => Ok(Vec::new()),
+                let spread = scope.spawn(|| match starts {
+                    Some(starts) => {
+                        let starts = starts.download()?;
+                        crate::diagnostics::spread(&starts, shape, superchain_size, sigma)
+                    }
+                    None => Ok(Vec::new()),
                 });
+                let count_memory = scope.spawn(|| CountMemory::touched(shape.batch()));
                 let ran = gpu.run(
                     &mut chains,
                     &target.target,
@@ -288,20 +289,25 @@ impl Device {
                 let spread = spread
                     .join()
                     .unwrap_or_else(|p| std::panic::resume_unwind(p));
-                (ran, spread)
+                let memory = count_memory.join();
+                (
+                    ran,
+                    spread,
+                    memory.unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                )
             });
             let (ran, spread) = (ran?, spread?);
-            Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread))
+            let counts = stats.counts(count_memory?)?;
+            Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread, counts))
         });
-        let (chains, stats, trace, ran, spread) = interrupts.result(run)?;
+        let (chains, stats, trace, ran, spread, counts) = interrupts.result(run)?;
         drop(inputs);
         let (b, d) = (shape.batch(), shape.dim());
         let result = PyDict::new(py);
-        let counts = (stats.accepted_counts(), stats.nonfinite_counts());
-        result.set_item("accepted_count", counts.0.map_err(to_py)?.into_pyarray(py))?;
-        result.set_item("nonfinite_count", counts.1.map_err(to_py)?.into_pyarray(py))?;
-        let nulls = stats.null_move_counts().map_err(to_py)?;
-        result.set_item("null_move_count", nulls.map(|n| n.into_pyarray(py)))?;
+        result.set_item("accepted_count", counts.accepted.into_pyarray(py))?;
+        result.set_item("nonfinite_count", counts.nonfinite.into_pyarray(py))?;
+        let nulls = counts.null_moves.map(|n| n.into_pyarray(py));
+        result.set_item("null_move_count", nulls)?;
         if thin > 0 {
             let n = trace.len() / shape.len();
             let trace = Array3::from_shape_vec((n, b, d), trace)
@@ -324,6 +330,10 @@ impl Device {
             .merged_moments(stats)
             .map_err(to_py)?
             .ok_or_else(|| PyValueError::new_err("the run kept no moments"))?;
+        // A split run's halves are merged by a kernel queued just now; the consumer's
+        // framework reads these arrays on its own stream, so they are complete before they
+        // are handed over (`Exported::__dlpack__` asks nothing of the stream it is given).
+        py.detach(|| self.gpu.synchronize()).map_err(to_py)?;
         let shape = vec![b as i64, d as i64];
         result.set_item("x", self.export(chains.into_states(), shape.clone(), 32)?)?;
         result.set_item("mean", self.export(mean, shape.clone(), 64)?)?;

@@ -1,12 +1,33 @@
 //! What the GPU holds for a run: the chains' two state buffers and flags, the target, and a
 //! step's caller noise; each copied back to the host fallibly ([`super::download`]).
 
-use cudarc::driver::CudaSlice;
+use std::sync::Arc;
 
-use super::download;
+use cudarc::driver::{CudaSlice, CudaStream};
+
+use super::{download, oom_or};
 use crate::TargetKind;
 use crate::error::Result;
 use crate::problem::{Shape, check_target_dim};
+
+/// Some chains' states copied on the device at one moment ([`DeviceChains::snapshot_rows`]),
+/// to be brought to the host later, on a stream of their own.
+pub struct StatesSnapshot {
+    copy: CudaSlice<f32>,
+    side: Arc<CudaStream>,
+}
+
+impl StatesSnapshot {
+    /// The states, `[rows, dim]`, on the host. Waits only for the snapshot's copy, not for what
+    /// the chains' stream did after it, so it can run on another thread during a run.
+    pub fn download(self) -> Result<Vec<f32>> {
+        let states = download(&self.side, "states", &self.copy)?;
+        // The copy's memory is freed on the chains' stream when `self` drops, after this wait:
+        // the read on the side stream is over by then.
+        self.side.synchronize()?;
+        Ok(states)
+    }
+}
 
 /// A batch of chains on the GPU.
 ///
@@ -51,6 +72,22 @@ impl DeviceChains {
     pub fn x_rows(&self, rows: usize) -> Result<Vec<f32>> {
         let len = rows.min(self.shape.batch()) * self.shape.dim();
         download(self.x.stream(), "states", &self.x.slice(..len))
+    }
+
+    /// A device copy of the first `rows` chains' states as they are now (at most the batch),
+    /// downloaded later by [`StatesSnapshot::download`], which may run on another thread while
+    /// the chains step on: the copy is the only wait on this stream.
+    pub fn snapshot_rows(&self, rows: usize) -> Result<StatesSnapshot> {
+        let len = rows.min(self.shape.batch()) * self.shape.dim();
+        let stream = self.x.stream();
+        let mut copy = stream
+            .alloc_zeros(len)
+            .map_err(|e| oom_or(e, "a copy of the starting states", len * size_of::<f32>()))?;
+        stream.memcpy_dtod(&self.x.slice(..len), &mut copy)?;
+        // A stream of the snapshot's own, which waits for the copy (and everything queued
+        // before it) and for nothing queued after it.
+        let side = stream.fork()?;
+        Ok(StatesSnapshot { copy, side })
     }
 
     /// Copies the last step's acceptance flags back to the host (waits for queued work).

@@ -75,17 +75,26 @@ impl Counts {
 
     /// The totals (waits for queued work).
     fn totals(&self) -> Result<Vec<u64>> {
-        let recent = download(self.device.stream(), "counts", &self.device)?;
-        let mut totals = host_memory::zeroed::<u64>("counts", recent.len())?;
-        // On all cores: at a million chains the time is the new pages' first writes.
+        let batch = self.folded.len();
+        let mut totals = host_memory::zeroed::<u64>("counts", batch)?;
+        let mut recent = host_memory::zeroed::<u32>("counts", batch)?;
+        self.totals_into(&mut totals, &mut recent)?;
+        Ok(totals)
+    }
+
+    /// The totals into `totals`, through `recent` (both `[batch]`; waits for queued work).
+    fn totals_into(&self, totals: &mut [u64], recent: &mut [u32]) -> Result<()> {
+        self.device.stream().memcpy_dtoh(&self.device, recent)?;
+        // On all cores: at a million chains the time is the new pages' first writes, where
+        // the pages are new.
         threads::install(|| {
             totals
                 .par_iter_mut()
                 .zip(&self.folded)
-                .zip(&recent)
+                .zip(&*recent)
                 .for_each(|((total, &folded), &c)| *total = folded + u64::from(c));
         })?;
-        Ok(totals)
+        Ok(())
     }
 
     fn set(&mut self, what: &'static str, counts: &[u64]) -> Result<()> {
@@ -108,6 +117,38 @@ impl Counts {
         let stream = self.device.stream().clone();
         Ok(stream.memset_zeros(&mut self.device)?)
     }
+}
+
+/// Host memory for one batch's counts ([`ChainStats::counts`]), every page written when it is
+/// made. The first write to a fresh 4 KB page is a page fault; at a million chains the three
+/// counts' pages cost more than their download (milliseconds), so a run that makes this memory
+/// on another thread while the GPU works takes that time off its end.
+pub struct CountMemory {
+    totals: [Vec<u64>; 3],
+    recent: Vec<u32>,
+}
+
+impl CountMemory {
+    /// Memory for the counts of `batch` chains, its pages written (fails as
+    /// [`host_memory::filled`] does).
+    pub fn touched(batch: usize) -> Result<Self> {
+        let totals = || host_memory::filled("counts", batch, 0u64);
+        Ok(Self {
+            totals: [totals()?, totals()?, totals()?],
+            recent: host_memory::filled("counts", batch, 0u32)?,
+        })
+    }
+}
+
+/// Each chain's counts over the statistics' steps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunCounts {
+    /// Accepted steps.
+    pub accepted: Vec<u64>,
+    /// Steps whose `log alpha` was not finite.
+    pub nonfinite: Vec<u64>,
+    /// Null moves ([`ChainStats::null_move_counts`]); None for statistics without moments.
+    pub null_moves: Option<Vec<u64>>,
 }
 
 /// The most steps the device's 32-bit counts take before [`ChainStats::fold_counts`]: a chain
@@ -136,6 +177,35 @@ impl ChainStats {
     /// Steps of each chain whose `log alpha` was not finite (waits for queued work).
     pub fn nonfinite_counts(&self) -> Result<Vec<u64>> {
         self.nonfinite.totals()
+    }
+
+    /// The three counts at once, written into `memory` (made for this batch, ideally while
+    /// the GPU ran: [`CountMemory`]); waits for queued work. The same values as
+    /// [`Self::accepted_counts`], [`Self::nonfinite_counts`] and [`Self::null_move_counts`].
+    pub fn counts(&self, memory: CountMemory) -> Result<RunCounts> {
+        let CountMemory {
+            totals: [mut accepted, mut nonfinite, mut null_moves],
+            mut recent,
+        } = memory;
+        let batch = self.shape.batch();
+        for v in [&accepted, &nonfinite, &null_moves] {
+            crate::problem::check_len("count memory", batch, v.len())?;
+        }
+        crate::problem::check_len("count memory", batch, recent.len())?;
+        self.accepted.totals_into(&mut accepted, &mut recent)?;
+        self.nonfinite.totals_into(&mut nonfinite, &mut recent)?;
+        let null_moves = match self.moments {
+            Some(_) => {
+                self.null_moves.totals_into(&mut null_moves, &mut recent)?;
+                Some(null_moves)
+            }
+            None => None,
+        };
+        Ok(RunCounts {
+            accepted,
+            nonfinite,
+            null_moves,
+        })
     }
 
     /// Starts each chain's accepted count from `counts[batch]`, e.g. the totals of an earlier
