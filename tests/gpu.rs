@@ -122,9 +122,10 @@ fn gpu_matches_cpu(batch: usize, dim: usize, mode: Mode, kernels: Kernels) -> Re
 
 /// Shapes for the lessons: short and long rows, rows in whole quads and not, small and large
 /// batches. Each lesson runs on those it holds (from lesson 4 on: up to 1024 elements; from
-/// lesson 5 on: in whole quads). 600000 rows of 8 give lessons 8 and 9 full tiles of 32 rows,
-/// a partial last tile and more tiles than warps (the grid-stride loop).
-const LESSON_SHAPES: [(usize, usize); 7] = [
+/// lesson 5 on: in whole quads; the long rows' lesson: 1025 to 8192 in whole quads). 600000
+/// rows of 8 give lessons 8 and 9 full tiles of 32 rows, a partial last tile and more tiles
+/// than warps (the grid-stride loop); 5000 rows of 1028, more blocks than the grid has.
+const LESSON_SHAPES: [(usize, usize); 10] = [
     (1000, 64),
     (600000, 8),
     (300, 1024),
@@ -132,6 +133,9 @@ const LESSON_SHAPES: [(usize, usize); 7] = [
     (5, 260),
     (2000, 33),
     (3, 4097),
+    (5000, 1028),
+    (700, 4096),
+    (9, 8192),
 ];
 
 /// One step of a lesson (`kernel/src/gpu/lessons/`) against the CPU reference, as
@@ -432,68 +436,64 @@ fn missing_gpu_is_an_error_not_a_panic() -> Result<(), Failed> {
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let gpu_present = support::gpu_present("GPU tests");
-    let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        Trial::test(name, f).with_ignored_flag(!gpu_present)
-    };
     let mut trials = vec![Trial::test(
         "missing_gpu_is_an_error_not_a_panic",
         missing_gpu_is_an_error_not_a_panic,
     )];
-    trials.push(gpu_test(
-        "philox_known_answers".into(),
-        Box::new(philox_known_answers),
-    ));
+    let mut add = |name: &str, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
+        trials.push(Trial::test(name, f).with_ignored_flag(!gpu_present))
+    };
+    add("philox_known_answers", Box::new(philox_known_answers));
     // The dispatcher says which rows a lesson holds (its grid does not matter here).
     let device = dispatch::Device {
         sms: 132,
         staged: true,
     };
-    for &lesson in dispatch::LESSONS {
+    for &lesson in dispatch::LESSONS.iter().chain([&dispatch::LONG_ROW_LESSON]) {
         for (batch, dim) in LESSON_SHAPES.into_iter().filter(|&(b, d)| {
             dispatch::lesson(lesson, Shape::new(b, d).expect("a shape"), device).is_some()
         }) {
-            trials.push(gpu_test(
-                format!("lesson_matches_cpu::{}::{batch}x{dim}", lesson.number),
+            let name = format!("lesson_matches_cpu::{}::{batch}x{dim}", lesson.number);
+            add(
+                &name,
                 Box::new(move || lesson_matches_cpu(lesson, batch, dim)),
-            ));
+            );
         }
     }
     for (batch, dim, k) in [(4096, 64, 20), (1000, 1024, 5), (5, 260, 9), (70000, 12, 3)] {
-        trials.push(gpu_test(
-            format!("fused_lesson_equals_the_fused_kernel::{batch}x{dim}::k{k}"),
+        let name = format!("fused_lesson_equals_the_fused_kernel::{batch}x{dim}::k{k}");
+        add(
+            &name,
             Box::new(move || fused_lesson_equals_the_fused_kernel(batch, dim, k)),
-        ));
+        );
     }
     for (batch, dim) in SHAPES {
         for mode in [Mode::InKernelRng, Mode::CallerNoise] {
             let name = format!("gpu_matches_cpu::{mode:?}::{batch}x{dim}");
-            trials.push(gpu_test(
-                name,
+            add(
+                &name,
                 Box::new(move || gpu_matches_cpu(batch, dim, mode, Kernels::Newest)),
-            ));
+            );
         }
     }
     for (batch, dim) in PORTABLE_SHAPES {
         for mode in [Mode::InKernelRng, Mode::CallerNoise] {
             let name = format!("portable_kernels_match_cpu::{mode:?}::{batch}x{dim}");
-            trials.push(gpu_test(
-                name,
+            add(
+                &name,
                 Box::new(move || gpu_matches_cpu(batch, dim, mode, Kernels::Portable)),
-            ));
+            );
         }
     }
-    trials.push(gpu_test(
-        "grid_stride_covers_every_row".into(),
+    add(
+        "grid_stride_covers_every_row",
         Box::new(grid_stride_covers_every_row),
-    ));
-    trials.push(gpu_test(
-        "non_finite_rows_stay_put".into(),
+    );
+    add(
+        "non_finite_rows_stay_put",
         Box::new(non_finite_rows_stay_put),
-    ));
-    trials.push(gpu_test("stationarity".into(), Box::new(stationarity)));
-    trials.push(gpu_test(
-        "device_errors_are_typed".into(),
-        Box::new(device_errors_are_typed),
-    ));
+    );
+    add("stationarity", Box::new(stationarity));
+    add("device_errors_are_typed", Box::new(device_errors_are_typed));
     libtest_mimic::run(&args, trials).exit_code()
 }

@@ -29,6 +29,14 @@
 //!     step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
 //!     shared memory.
 //!
+//! Rows longer than a warp's registers hold (1024 elements) take a block each, and a lesson of
+//! their own:
+//!
+//! 13. `l13_block_per_row.rs`: a warp per 1024-element segment of the row, the segments' sums
+//!     meeting in shared memory at a barrier (lesson 5's layout, one segment per warp).
+//! 14. The production step of long rows (`block_rows.rs`): the next row by `cp.async` during
+//!     this one, one barrier per row, thresholds 32 rows at a time, a persistent grid.
+//!
 //! Their figures are in the README's lessons table, which `host lessons --readme README.md`
 //! writes from the measured report (`bench/results/lessons-h200.json`).
 //!
@@ -47,6 +55,7 @@
 pub struct Lesson {
     /// Its number: from 1, the single steps in order (the production step is the number after
     /// the last), then the fused K steps ([`FUSED_LESSON`]; the production fused kernel is the
+    /// number after it), then the long rows ([`LONG_ROW_LESSON`]; their production step is the
     /// number after it).
     pub number: u32,
     /// Its entry points: for rows of at most 2 quads per lane (256 elements), and longer rows.
@@ -79,16 +88,21 @@ pub enum LessonLayout {
     /// Register rows in whole quads, warps taking tiles of rows: the production step's grid
     /// and `tile_rows` (rows of at most 1024 elements, `dim % 4 == 0`).
     Tiles,
+    /// A block per row, a warp per 1024-element segment: rows of 1025 to 8192 elements in
+    /// whole quads.
+    BlockPerRow,
 }
 
 /// Declares the lessons (see the module documentation): the single steps in order, then the
-/// fused lesson, each as `number, module, "file", [entry points], layout, "idea"`.
+/// fused lesson and the long rows' lesson, each as `number, module, "file", [entry points],
+/// layout, "idea"`.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! declare_lessons {
     (
         steps: [$($number:literal $module:ident $file:literal [$q2:literal, $q8:literal] $layout:expr, $idea:literal;)*]
         fused: $f_number:literal $f_module:ident $f_file:literal [$f_q2:literal, $f_q8:literal] $f_layout:expr, $f_idea:literal;
+        long_rows: $l_number:literal $l_module:ident $l_file:literal [$l_entry:literal] $l_layout:expr, $l_idea:literal;
     ) => {
         $(
             #[cfg(target_arch = "nvptx64")]
@@ -98,6 +112,9 @@ macro_rules! declare_lessons {
         #[cfg(target_arch = "nvptx64")]
         #[path = $f_file]
         pub mod $f_module;
+        #[cfg(target_arch = "nvptx64")]
+        #[path = $l_file]
+        pub mod $l_module;
 
         /// The single-step lessons, simplest first. Each runs with in-kernel random numbers.
         pub const LESSONS: &[Lesson] = &[$(Lesson {
@@ -116,10 +133,20 @@ macro_rules! declare_lessons {
             idea: $f_idea,
             layout: $f_layout,
         };
+
+        /// The single step of long rows written simply (the single steps' signature, one entry
+        /// point for every row it holds).
+        pub const LONG_ROW_LESSON: Lesson = Lesson {
+            number: $l_number,
+            entries: [$l_entry, $l_entry],
+            file: concat!("kernel/src/", $l_file),
+            idea: $l_idea,
+            layout: $l_layout,
+        };
     };
 }
 
-use LessonLayout::{LaneGroups, RegisterRows, ThreadPerRow, Tiles, WarpPerRow};
+use LessonLayout::{BlockPerRow, LaneGroups, RegisterRows, ThreadPerRow, Tiles, WarpPerRow};
 
 crate::declare_lessons! {
     steps: [
@@ -154,4 +181,7 @@ crate::declare_lessons! {
     fused: 11 l11_fused_steps "gpu/lessons/l11_fused_steps.rs"
         ["lesson11_fused_steps_q2", "lesson11_fused_steps_q8"]
         RegisterRows { whole_quads: true }, "K steps in one launch, the state in registers";
+    long_rows: 13 l13_block_per_row "gpu/lessons/l13_block_per_row.rs"
+        ["lesson13_block_per_row"]
+        BlockPerRow, "long rows: a block per row, the warps' sums meeting in shared memory";
 }

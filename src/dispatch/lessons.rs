@@ -5,13 +5,14 @@ use fused_mh_kernel::layout::{self, WARP_SIZE};
 use super::{Device, Launch, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, blocks_for, tiles};
 use crate::Shape;
 
-pub use fused_mh_kernel::lessons::{FUSED_LESSON, LESSONS, Lesson, LessonLayout};
+pub use fused_mh_kernel::lessons::{FUSED_LESSON, LESSONS, LONG_ROW_LESSON, Lesson, LessonLayout};
 
 /// Quads per lane of the lessons' longer register arrays (rows of up to 1024 elements).
 const LESSON_MAX_QUADS_PER_LANE: usize = 8;
 
 /// The launch of a lesson for a batch, or `None` where the lesson cannot hold the row (the
-/// register rows: at most 1024 elements, in whole quads for 16-byte loads).
+/// register rows: at most 1024 elements, in whole quads for 16-byte loads; a block per row:
+/// 1025 to 8192 elements in whole quads).
 pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
     let (batch, dim) = (shape.batch(), shape.dim());
     let quads = layout::quads_per_lane(dim);
@@ -30,6 +31,18 @@ pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
                 return None;
             }
             (batch.div_ceil(rows_per_warp) as u64, RNG_THREADS_PER_BLOCK)
+        }
+        // A block of a warp per segment for each row.
+        LessonLayout::BlockPerRow => {
+            let segments = layout::segments(dim);
+            let holds = dim > LESSON_MAX_QUADS_PER_LANE * WARP_SIZE * layout::QUAD
+                && dim.is_multiple_of(layout::QUAD)
+                && segments <= layout::MAX_BLOCK_ROW_SEGMENTS;
+            if !holds {
+                return None;
+            }
+            let threads = (segments * WARP_SIZE) as u32;
+            (batch as u64 * segments as u64, threads)
         }
         // The production step's tiles (the rows per tile are the kernel's argument).
         LessonLayout::Tiles => {

@@ -135,8 +135,19 @@ fn lessons_hold_their_rows() {
     assert_eq!(big.map(|l| (l.entry, l.tile_rows)), Some(("lesson8_tile_uniforms_q2", 32)));
     assert_eq!(small.map(|l| (l.entry, l.tile_rows)), Some(("lesson9_threshold_q8", 1)));
     assert!(tiles(7, 100, 1023).is_none() && tiles(8, 100, 1028).is_none());
-    for (i, l) in LESSONS.iter().chain([&FUSED_LESSON]).enumerate() {
-        let n = if i < LESSONS.len() { i + 1 } else { LESSONS.len() + 2 };
+    // The long rows' lesson: 1025 to 8192 elements in whole quads, a block of a warp per
+    // segment for each row (2^20 rows: capped at 32 blocks per SM).
+    let long = |dim| lesson(LONG_ROW_LESSON, shape(1 << 20, dim), H200);
+    assert!(long(1024).is_none() && long(4098).is_none() && long(8196).is_none());
+    assert_eq!(long(4096).map(|l| (l.blocks, l.threads)), Some((4224, 128)));
+    assert_eq!(long(8192).map(|l| l.threads), Some(256));
+    let small = lesson(LONG_ROW_LESSON, shape(100, 1028), H200);
+    assert_eq!(small.map(|l| (l.blocks, l.threads)), Some((100, 64)));
+    for (i, l) in LESSONS.iter().chain([&FUSED_LESSON, &LONG_ROW_LESSON]).enumerate() {
+        let n = match i.checked_sub(LESSONS.len()) {
+            None => i + 1,
+            Some(k) => LESSONS.len() + 2 + 2 * k,
+        };
         assert_eq!(l.number as usize, n);
         let prefix = format!("lesson{n}_");
         assert!(l.file.ends_with(".rs") && l.entries.iter().all(|e| e.starts_with(&prefix)));
@@ -239,7 +250,8 @@ fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
         names.insert(model_steps(kind, 1024, 8, device, 6).entry);
     }
     names.insert(model_sums_reduce(8, device).entry);
-    names.extend(LESSONS.iter().chain([&FUSED_LESSON]).flat_map(|l| l.entries));
+    let lessons = LESSONS.iter().chain([&FUSED_LESSON, &LONG_ROW_LESSON]);
+    names.extend(lessons.flat_map(|l| l.entries));
     names
 }
 

@@ -37,13 +37,19 @@ pub(super) fn chart(report: &Report) -> Result<String> {
             .y_desc("% of device-to-device copy bandwidth")
             .draw()
             .map_err(draw_error)?;
-        let colors = [RGBColor(31, 119, 180), RGBColor(255, 127, 14)];
+        let colors = [
+            RGBColor(31, 119, 180),
+            RGBColor(255, 127, 14),
+            RGBColor(44, 160, 44),
+        ];
+        let width = 0.9 / SIZES.len() as f64;
         for (s, (batch, dim)) in SIZES.iter().enumerate() {
-            let color = colors[s];
-            let bars = report.lessons.iter().map(|row| {
-                let x = f64::from(row.number) - 0.35 + 0.35 * s as f64;
-                let y = 100.0 * row.sizes[s].copy_fraction;
-                Rectangle::new([(x, 0.0), (x + 0.33, y)], color.filled())
+            let color = colors[s % colors.len()];
+            // A bar where the row holds the size.
+            let bars = report.lessons.iter().filter_map(|row| {
+                let x = f64::from(row.number) - 0.45 + width * s as f64;
+                let y = 100.0 * row.at_sizes().nth(s)??.copy_fraction;
+                Some(Rectangle::new([(x, 0.0), (x + width, y)], color.filled()))
             });
             chart
                 .draw_series(bars)

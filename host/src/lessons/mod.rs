@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use fused_mh::testing::device_of;
 use fused_mh::testing::dispatch::{self, LESSONS};
-use fused_mh::{Draws, Gpu};
+use fused_mh::{Draws, Gpu, Shape};
 use serde::{Deserialize, Serialize};
 
 use crate::bench::{Mode, Times, bytes_moved, copy_bandwidth, cpu_reference, time_each};
@@ -26,8 +26,9 @@ mod readme;
 use chart::{chart, is_chart};
 use readme::{Readme, markdown};
 
-/// The two sizes of the table: short rows (many chains), long rows.
-const SIZES: [(usize, usize); 2] = [(1048576, 64), (65536, 1024)];
+/// The sizes of the table: short rows (many chains), rows of 1024 (a warp's registers full),
+/// and rows of 4096 (a block each). Each row of the table runs at the sizes it holds.
+const SIZES: [(usize, usize); 3] = [(1048576, 64), (65536, 1024), (16384, 4096)];
 
 /// Options of `host lessons`.
 #[derive(Args, Debug, Clone)]
@@ -76,7 +77,17 @@ struct Row {
     entry: String,
     file: String,
     idea: String,
+    /// The sizes of [`SIZES`] that the row holds, in that order.
     sizes: Vec<Measured>,
+}
+
+impl Row {
+    /// The row's figures at each of [`SIZES`], None where it does not hold that size.
+    fn at_sizes(&self) -> impl Iterator<Item = Option<&Measured>> {
+        SIZES
+            .iter()
+            .map(|&(batch, dim)| self.sizes.iter().find(|m| (m.batch, m.dim) == (batch, dim)))
+    }
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -157,10 +168,31 @@ enum Kind {
     FusedLesson,
     /// The production fused kernel, `FUSED_STEPS` steps a launch.
     Fused,
+    /// The production single step of rows longer than 1024 elements (a block per row).
+    BlockRows,
+}
+
+impl Kind {
+    /// Whether this row runs at `shape`, as the dispatcher says: a lesson where it holds the
+    /// row, the production step where it is not a block per row (that is row `BlockRows`),
+    /// the fused kernel where the row fits its registers.
+    fn holds(self, shape: Shape, device: dispatch::Device) -> bool {
+        let draws = Draws::<()>::Philox { seed: 0, step: 0 };
+        let block_rows = dispatch::step(shape, &draws, device)
+            .entry
+            .contains("block_rows");
+        match self {
+            Kind::Lesson(l) => dispatch::lesson(l, shape, device).is_some(),
+            Kind::FusedLesson => dispatch::lesson(dispatch::FUSED_LESSON, shape, device).is_some(),
+            Kind::Step => !block_rows,
+            Kind::BlockRows => block_rows,
+            Kind::Fused => dispatch::fused(shape, false, false, device).is_some(),
+        }
+    }
 }
 
 /// The table's rows: the single-step lessons, the production step, the fused lesson, the
-/// production fused kernel.
+/// production fused kernel, the long rows' lesson, the production step of long rows.
 fn rows() -> Vec<(Kind, Row)> {
     let row = |number, entry: String, file: &str, idea: &str| Row {
         number,
@@ -185,6 +217,14 @@ fn rows() -> Vec<(Kind, Row)> {
         Kind::Fused,
         row(fused, String::new(), "kernel/src/gpu/chain.rs", idea),
     ));
+    let long = dispatch::LONG_ROW_LESSON;
+    rows.push((Kind::Lesson(long), lesson(&long)));
+    let idea = "production long rows: the next row by cp.async, one barrier a row, one wave";
+    let file = "kernel/src/gpu/block_rows.rs";
+    rows.push((
+        Kind::BlockRows,
+        row(long.number + 1, String::new(), file, idea),
+    ));
     rows
 }
 
@@ -195,12 +235,17 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
     if let Some(n) = args.lesson
         && !(1..=last).contains(&n)
     {
+        let (fused, long) = (
+            dispatch::FUSED_LESSON.number,
+            dispatch::LONG_ROW_LESSON.number,
+        );
         bail!(
-            "lesson {n}: the rows are 1 to {last} (lessons 1 to {}, {} the production step, {} \
-             the fused lesson, {last} the production fused kernel)",
+            "lesson {n}: the rows are 1 to {last} (lessons 1 to {}, {} the production step, \
+             {fused} the fused lesson, {} the production fused kernel, {long} the long rows' \
+             lesson, {last} their production step)",
             LESSONS.len(),
             production_number(),
-            dispatch::FUSED_LESSON.number
+            fused + 1,
         );
     }
     rows.retain(|(_, r)| args.lesson.is_none_or(|n| n == r.number));
@@ -218,6 +263,9 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
         let mut fused_reference: Option<Vec<u32>> = None;
         for (kind, row) in &mut rows {
             let kind = *kind;
+            if !kind.holds(shape, device_of(&gpu)) {
+                continue;
+            }
             // Each row starts from the same states: the check compares its first launch.
             let mut chains = gpu.upload_chains(&inputs.x, shape)?;
             let mut stats = gpu.new_stats(shape, false)?;
@@ -225,7 +273,7 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
             let mut launch = |chains: &mut fused_mh::DeviceChains| -> Result<()> {
                 match kind {
                     Kind::Lesson(l) => gpu.step_lesson(l, chains, &target, config)?,
-                    Kind::Step => gpu.step(chains, &target, config)?,
+                    Kind::Step | Kind::BlockRows => gpu.step(chains, &target, config)?,
                     Kind::FusedLesson => {
                         gpu.steps_lesson(chains, &target, config, FUSED_STEPS, &mut stats)?
                     }
@@ -238,7 +286,7 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
             launch(&mut chains)?;
             let x = chains.x()?;
             let check = match kind {
-                Kind::Lesson(_) | Kind::Step => {
+                Kind::Lesson(_) | Kind::Step | Kind::BlockRows => {
                     // Poisoned outputs, one step, the first rows against the CPU reference.
                     let rows_checked = reference.accepted.len();
                     let flags = chains.accepted_flags()?;
@@ -266,7 +314,7 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
                     }
                 }
             };
-            if matches!(kind, Kind::Step) {
+            if matches!(kind, Kind::Step | Kind::BlockRows) {
                 let draws = Draws::<()>::Philox { seed: 0, step: 0 };
                 let production = dispatch::step(shape, &draws, device_of(&gpu));
                 if !row.entry.contains(production.entry) {
@@ -322,8 +370,10 @@ fn table(report: &Report) -> Result<String, std::fmt::Error> {
     writeln!(out, "  check")?;
     for row in &report.lessons {
         write!(out, "{:<3} {:<46} {:<52}", row.number, row.file, row.idea)?;
-        for m in &row.sizes {
-            let cell = format!("{:.1} / {:.1} %", m.gpu.median_us, 100.0 * m.copy_fraction);
+        for m in row.at_sizes() {
+            let cell = m.map_or("-".into(), |m| {
+                format!("{:.1} / {:.1} %", m.gpu.median_us, 100.0 * m.copy_fraction)
+            });
             write!(out, " {cell:>18}")?;
         }
         let checks: Vec<&str> = row.sizes.iter().map(|m| m.check.as_str()).collect();
@@ -338,9 +388,10 @@ mod tests {
     use super::*;
 
     fn report() -> Report {
-        let measured = |f: f64| Measured {
-            batch: 1,
-            dim: 1,
+        // The first two sizes, and not the third.
+        let measured = |f: f64, (batch, dim)| Measured {
+            batch,
+            dim,
             gpu: Times::of(vec![1.0, 2.0, 3.0]),
             copy_fraction: f,
             check: "ok (0 flips)".into(),
@@ -357,7 +408,10 @@ mod tests {
                     entry: format!("lesson{n}"),
                     file: "f.rs".into(),
                     idea: "an idea".into(),
-                    sizes: vec![measured(0.1 * f64::from(n)), measured(0.15 * f64::from(n))],
+                    sizes: vec![
+                        measured(0.1 * f64::from(n), SIZES[0]),
+                        measured(0.15 * f64::from(n), SIZES[1]),
+                    ],
                 })
                 .collect(),
         }
@@ -377,6 +431,11 @@ mod tests {
             text.contains("2.0 / 50.0 %") && text.contains("2.0 / 75.0 %"),
             "{text}"
         );
+        // The size a row does not hold is a dash.
+        assert!(
+            text.lines().nth(3).is_some_and(|l| l.contains(" -  ok")),
+            "{text}"
+        );
         assert!(is_report(&serde_json::to_string(&r).expect("json")));
         assert!(!is_report("{\"rows\": []}") && !is_chart("<svg></svg>"));
     }
@@ -390,7 +449,7 @@ mod tests {
         let table = markdown(&r);
         assert_eq!(table.lines().count(), 2 + 2 + 5 + 2, "{table}");
         assert!(
-            table.contains("| 2 | `f.rs` | an idea | 2.0 | 20.0 | 2.0 | 30.0 |"),
+            table.contains("| 2 | `f.rs` | an idea | 2.0 | 20.0 | 2.0 | 30.0 | – | – |"),
             "{table}"
         );
         let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();

@@ -24,15 +24,22 @@ pub(super) fn markdown(report: &Report) -> String {
     for row in &report.lessons {
         let files: Vec<String> = row.file.split(", ").map(|f| format!("`{f}`")).collect();
         out += &format!("\n| {} | {} | {} |", row.number, files.join(", "), row.idea);
-        for m in &row.sizes {
-            out += &format!(" {:.1} | {:.1} |", m.gpu.median_us, 100.0 * m.copy_fraction);
+        for m in row.at_sizes() {
+            out += &match m {
+                Some(m) => format!(" {:.1} | {:.1} |", m.gpu.median_us, 100.0 * m.copy_fraction),
+                None => " – | – |".into(),
+            };
         }
     }
     out + &format!(
         "\n\nRows {} and {}: µs per step of {FUSED_STEPS}-step launches; their % copy is a single \
-         step's bytes over that time, so it passes 100 % once the state stays in registers.\n",
+         step's bytes over that time, so it passes 100 % once the state stays in registers. A \
+         dash: the row does not hold that size (rows {} and {} are the long rows', a block per \
+         row).\n",
         dispatch::FUSED_LESSON.number,
-        dispatch::FUSED_LESSON.number + 1
+        dispatch::FUSED_LESSON.number + 1,
+        dispatch::LONG_ROW_LESSON.number,
+        dispatch::LONG_ROW_LESSON.number + 1
     )
 }
 
