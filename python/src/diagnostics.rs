@@ -3,7 +3,8 @@
 //! last checkpoint (`fused_mh::diagnostics::split`), the starting points' spread and the
 //! dimensions where R-hat cannot see (`fused_mh::diagnostics::start`), and the verdict.
 
-use fused_mh::diagnostics::{RHAT_THRESHOLD, SplitSchedule, start};
+use fused_mh::diagnostics::plan::{self, Refusal, Request};
+use fused_mh::diagnostics::{RHAT_THRESHOLD, start};
 use fused_mh::{Diagnostics, DiagnosticsPlan, Shape};
 use numpy::IntoPyArray;
 use pyo3::exceptions::PyValueError;
@@ -21,71 +22,55 @@ pub struct Options {
     pub steps_per_launch: u32,
 }
 
-/// The diagnostics plan of a run of `steps` steps of chains of `shape`, as `host run` makes
-/// it: with `until_rhat`, doubling checkpoints from `min_draws` (100 by default) and a stop
-/// once every split R-hat is below the threshold; without, the one schedule that ends at
-/// `steps`; superchains of `superchain_size` consecutive chains. None where the diagnostics
-/// cannot be computed (one superchain, fewer than 4 steps) and none were asked for (no
-/// `until_rhat`, superchains of one chain). `host run`'s rules and refusals, named as the
-/// Python arguments.
+/// The diagnostics plan of a run of `steps` steps of chains of `shape`, by the library's
+/// rules (`fused_mh::diagnostics::plan`, which `host run` follows too): with `until_rhat`,
+/// doubling checkpoints from `min_draws` (100 by default) and a stop once every split R-hat is
+/// below the threshold; without, the one schedule that ends at `steps`; superchains of
+/// `superchain_size` consecutive chains. None where the diagnostics cannot be computed (one
+/// superchain, fewer than 4 steps) and none were asked for. The refusals name the Python
+/// arguments.
 pub fn plan(shape: Shape, steps: u64, o: &Options) -> PyResult<Option<DiagnosticsPlan>> {
-    let refuse = |message: String| Err(PyValueError::new_err(message));
     if !o.diagnose {
         return Ok(None);
     }
-    let m = o.superchain_size;
-    if m == 0 {
-        return refuse("superchain_size = 0: a superchain needs at least one chain".into());
-    }
-    if o.min_draws.is_some() && o.until_rhat.is_none() {
-        return refuse(
-            "min_draws sets when until_rhat may stop the run: it needs until_rhat".into(),
-        );
-    }
-    let launch = u64::from(o.steps_per_launch);
-    let min_draws = o.min_draws.unwrap_or(DEFAULT_MIN_DRAWS);
-    let schedule = match o.until_rhat {
-        Some(_) => Some(SplitSchedule::from_min_draws(min_draws, launch)),
-        None => SplitSchedule::ending_at(steps, launch),
+    let request = Request {
+        superchain_size: o.superchain_size,
+        until_rhat: o.until_rhat,
+        min_draws: o.min_draws,
+        steps_per_launch: o.steps_per_launch,
+        possible: true,
     };
-    let first_checkpoint = schedule.map_or(u64::MAX, |s| 2 * s.half());
-    let diagnosable =
-        shape.batch().is_multiple_of(m) && shape.batch() / m >= 2 && first_checkpoint <= steps;
-    if m > 1 && !diagnosable {
-        return refuse(format!(
-            "superchain_size = {m}: the batch of {} chains must be a multiple of {m} with at \
-             least two superchains, and the run at least 4 steps",
-            shape.batch()
-        ));
-    }
-    if let Some(t) = o.until_rhat {
-        if !(t.is_finite() && t > 1.0) {
-            return refuse(format!(
-                "until_rhat = {t}: give a threshold above 1 (e.g. 1.01)"
-            ));
-        }
-        if first_checkpoint > steps {
-            return refuse(format!(
+    plan::plan(shape, steps, request).map_err(|refusal| {
+        PyValueError::new_err(match refusal {
+            Refusal::EmptySuperchain => {
+                "superchain_size = 0: a superchain needs at least one chain".to_string()
+            }
+            Refusal::MinDrawsWithoutStop => {
+                "min_draws sets when until_rhat may stop the run: it needs until_rhat".into()
+            }
+            Refusal::SuperchainsDoNotFit {
+                superchain_size: m,
+                batch,
+            } => format!(
+                "superchain_size = {m}: the batch of {batch} chains must be a multiple of {m} \
+                 with at least two superchains, and the run at least 4 steps"
+            ),
+            Refusal::ThresholdNotAboveOne(t) => {
+                format!("until_rhat = {t}: give a threshold above 1 (e.g. 1.01)")
+            }
+            Refusal::FirstCheckpointBeyondSteps {
+                first_checkpoint,
+                min_draws,
+            } => format!(
                 "until_rhat: the first checkpoint is at {first_checkpoint} draws (min_draws \
                  {min_draws} rounded up to an even number, at least 4), beyond steps = {steps}"
-            ));
-        }
-        if !diagnosable {
-            return refuse("until_rhat: the diagnostics need at least two chains".into());
-        }
-    }
-    Ok(schedule
-        .filter(|_| diagnosable)
-        .map(|schedule| DiagnosticsPlan {
-            superchain_size: m,
-            until_rhat: o.until_rhat,
-            min_draws,
-            schedule,
-        }))
+            ),
+            Refusal::TooFewChainsToStop => {
+                "until_rhat: the diagnostics need at least two chains".into()
+            }
+        })
+    })
 }
-
-/// `host run`'s `--min-draws` default.
-const DEFAULT_MIN_DRAWS: u64 = 100;
 
 /// The starting points' spread of `x[batch, dim]` against `sigma`, in superchains of
 /// `superchain_size` (see `start`).

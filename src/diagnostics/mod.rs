@@ -58,6 +58,7 @@
 //! chain to leave its neighbourhood, can look converged. [`start`] measures how far apart the
 //! chains start, so that a run can say when the comparison is blind.
 
+pub mod plan;
 pub mod split;
 pub mod start;
 

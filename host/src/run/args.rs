@@ -134,11 +134,6 @@ impl RunArgs {
         self.target_accept.unwrap_or(0.234)
     }
 
-    /// `--min-draws`, or its default.
-    pub fn min_draws(&self) -> u64 {
-        self.min_draws.unwrap_or(100)
-    }
-
     /// `--device`, or its default.
     pub fn device(&self) -> usize {
         self.device.unwrap_or(0)

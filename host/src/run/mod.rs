@@ -45,9 +45,9 @@ mod summary;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail, ensure};
-use fused_mh::diagnostics::{RHAT_THRESHOLD, SplitSchedule};
+use fused_mh::diagnostics::{self, RHAT_THRESHOLD, plan::Refusal};
 use fused_mh::kernel::target::inverse_square;
-use fused_mh::{DiagnosticsPlan, Error, Gpu, RunPlan, StepConfig};
+use fused_mh::{Error, Gpu, RunPlan, StepConfig};
 
 pub use self::args::{InitDist, RunArgs};
 use self::budgets::{device_budget, disk_budget, host_budget};
@@ -109,62 +109,26 @@ pub fn run(args: RunArgs) -> Result<u8> {
         !args.precondition || shape.batch() >= 2,
         "--precondition: the pooled variance needs at least 2 chains"
     );
-    // The split statistics' schedule: doubling checkpoints from --min-draws for an early
-    // stop, else the one that ends at --steps; boundaries at the ends of launches (the CPU
-    // reference keeps the same schedule, so that both give the same diagnostics).
-    let launch = u64::from(args.steps_per_launch);
-    let schedule = match args.until_rhat {
-        Some(_) => Some(SplitSchedule::from_min_draws(args.min_draws(), launch)),
-        None => SplitSchedule::ending_at(steps, launch),
+    // The split statistics and the diagnostics at their checkpoints, whenever they can be
+    // computed (a few passes over the moments at each of log2(steps) checkpoints), by the
+    // library's rules; a run of the caller's noise keeps no moments.
+    let request = diagnostics::plan::Request {
+        superchain_size: m,
+        until_rhat: args.until_rhat,
+        min_draws: args.min_draws,
+        steps_per_launch: args.steps_per_launch,
+        possible: !caller_noise,
     };
-    let first_checkpoint = schedule.map_or(u64::MAX, |s| 2 * s.half());
-    let diagnosable = shape.batch().is_multiple_of(m)
-        && shape.batch() / m >= 2
-        && first_checkpoint <= steps
-        && !caller_noise;
-    if m > 1 && !diagnosable {
-        bail!(
-            "--superchain-size {m}: the batch of {} chains must be a multiple of {m} with at \
-             least two superchains, and the run at least 4 steps",
-            shape.batch()
-        );
-    }
-    let run_plan = RunPlan {
-        thin: args.thin.unwrap_or(0),
-        ..RunPlan::new(args.steps, args.steps_per_launch)
-    };
-    if let Some(t) = args.until_rhat {
-        ensure!(
-            t.is_finite() && t > 1.0,
-            "--until-rhat {t}: give a threshold above 1 (e.g. 1.01)"
-        );
-        ensure!(
-            first_checkpoint <= steps,
-            "--until-rhat: the first checkpoint is at {first_checkpoint} draws (--min-draws {} \
-             rounded up to an even number, at least 4), beyond --steps {steps}",
-            args.min_draws()
-        );
-        ensure!(
-            diagnosable,
-            "--until-rhat: the diagnostics need at least two chains (superchains)"
-        );
-    }
+    let diagnostics = diagnostics::plan::plan(shape, steps, request)
+        .map_err(|refusal| anyhow::anyhow!(diagnostics_refusal(refusal, steps)))?;
     ensure!(
-        !args.rhat_chart || diagnosable,
+        !args.rhat_chart || diagnostics.is_some(),
         "--rhat-chart: the diagnostics need at least two chains (superchains) and 4 steps"
     );
-    // The split statistics and the diagnostics at their checkpoints, whenever they can be
-    // computed (a few passes over the moments at each of log2(steps) checkpoints).
     let run_plan = RunPlan {
-        diagnostics: schedule
-            .filter(|_| diagnosable)
-            .map(|schedule| DiagnosticsPlan {
-                superchain_size: m,
-                until_rhat: args.until_rhat,
-                min_draws: args.min_draws(),
-                schedule,
-            }),
-        ..run_plan
+        thin: args.thin.unwrap_or(0),
+        diagnostics,
+        ..RunPlan::new(args.steps, args.steps_per_launch)
     };
     let sizes = || format!("{} chains x {} dims", shape.batch(), shape.dim());
     let phases = (args.warmup > 0, args.burn_in > 0);
@@ -469,3 +433,33 @@ pub fn run(args: RunArgs) -> Result<u8> {
 
 /// The exit status of a run with `--until-rhat` that did not converge (its outputs complete).
 pub const NOT_CONVERGED: u8 = 3;
+
+/// A refused diagnostics request in `host run`'s words (its options' names).
+fn diagnostics_refusal(refusal: Refusal, steps: u64) -> String {
+    match refusal {
+        Refusal::EmptySuperchain => "--superchain-size must be at least 1".into(),
+        Refusal::MinDrawsWithoutStop => {
+            "--min-draws sets when --until-rhat may stop the run: it needs --until-rhat".into()
+        }
+        Refusal::SuperchainsDoNotFit {
+            superchain_size: m,
+            batch,
+        } => format!(
+            "--superchain-size {m}: the batch of {batch} chains must be a multiple of {m} with \
+             at least two superchains, and the run at least 4 steps"
+        ),
+        Refusal::ThresholdNotAboveOne(t) => {
+            format!("--until-rhat {t}: give a threshold above 1 (e.g. 1.01)")
+        }
+        Refusal::FirstCheckpointBeyondSteps {
+            first_checkpoint,
+            min_draws,
+        } => format!(
+            "--until-rhat: the first checkpoint is at {first_checkpoint} draws (--min-draws \
+             {min_draws} rounded up to an even number, at least 4), beyond --steps {steps}"
+        ),
+        Refusal::TooFewChainsToStop => {
+            "--until-rhat: the diagnostics need at least two chains (superchains)".into()
+        }
+    }
+}
