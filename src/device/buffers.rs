@@ -80,8 +80,9 @@ impl DeviceChains {
     pub fn snapshot_rows(&self, rows: usize) -> Result<StatesSnapshot> {
         let len = rows.min(self.shape.batch()) * self.shape.dim();
         let stream = self.x.stream();
-        let mut copy = stream
-            .alloc_zeros(len)
+        // SAFETY: uninitialized device memory, every element of which the copy below writes
+        // before anything reads it.
+        let mut copy = unsafe { stream.alloc::<f32>(len) }
             .map_err(|e| oom_or(e, "a copy of the starting states", len * size_of::<f32>()))?;
         stream.memcpy_dtod(&self.x.slice(..len), &mut copy)?;
         // A stream of the snapshot's own, which waits for the copy (and everything queued

@@ -104,7 +104,6 @@ pub fn run(args: RunArgs) -> Result<u8> {
     let plan = Plan::new(&args, resume.as_ref())?;
     let shape = plan.shape;
     let m = args.superchain_size;
-    ensure!(m >= 1, "--superchain-size must be at least 1");
     ensure!(
         !args.precondition || shape.batch() >= 2,
         "--precondition: the pooled variance needs at least 2 chains"
