@@ -53,6 +53,8 @@ pub struct Gpu {
     name: String,
     ptx_target: &'static str,
     sms: usize,
+    /// Bytes of L2 cache.
+    l2_bytes: usize,
     /// The driver's occupancy (blocks per SM) by (function, threads per block), for the
     /// persistent grids ([`Gpu::fit_persistent`]): asked once, not at every launch.
     resident_blocks: Mutex<HashMap<(usize, u32), u32>>,
@@ -116,9 +118,9 @@ impl Gpu {
                 })?,
         };
         let module = ctx.load_module(Ptx::from_src(ptx.text))?;
-        let sms = ctx.attribute(
-            cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-        )?;
+        use cudarc::driver::sys::CUdevice_attribute as Attribute;
+        let sms = ctx.attribute(Attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?;
+        let l2_bytes = ctx.attribute(Attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?;
         // Every `.entry` of the module: the dispatch's names are looked up here.
         let functions = ptx
             .text
@@ -151,6 +153,7 @@ impl Gpu {
             name: ctx.name()?,
             ptx_target: ptx.target,
             sms: sms.max(1) as usize,
+            l2_bytes: l2_bytes.max(0) as usize,
             resident_blocks: Mutex::default(),
             ctx,
             stream,
@@ -263,6 +266,7 @@ impl Gpu {
     pub(crate) fn device(&self) -> dispatch::Device {
         dispatch::Device {
             sms: self.sms,
+            l2_bytes: self.l2_bytes,
             staged: self
                 .target_functions
                 .contains_key(&(TargetKind::Gaussian, "mh_step_staged_q2_v4")),

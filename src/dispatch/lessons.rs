@@ -2,7 +2,9 @@
 
 use fused_mh_kernel::layout::{self, WARP_SIZE};
 
-use super::{Device, Launch, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, blocks_for, tiles};
+use super::{
+    Device, Launch, RNG_THREADS_PER_BLOCK, THREADS_PER_BLOCK, blocks_for, step_bytes, tiles,
+};
 use crate::Shape;
 
 pub use fused_mh_kernel::lessons::{FUSED_LESSON, LESSONS, LONG_ROW_LESSON, Lesson, LessonLayout};
@@ -49,7 +51,8 @@ pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
             if !register_rows_fit(true) {
                 return None;
             }
-            let (blocks, tile_rows) = tiles(shape, RNG_THREADS_PER_BLOCK, device);
+            let bytes = step_bytes(shape, true);
+            let (blocks, tile_rows) = tiles(shape, RNG_THREADS_PER_BLOCK, bytes, device);
             return Some(Launch {
                 entry,
                 blocks,

@@ -37,8 +37,15 @@ const _: () = assert!(RNG_THREADS_PER_BLOCK as usize == STAGED_WARPS_PER_BLOCK *
 /// threads), enough to keep every SM fed through the launch's tail.
 const MAX_BLOCKS_PER_SM: u32 = 32;
 /// Warps per SM a small batch should still give, when the tile size can be cut to reach it
-/// (see [`tiles`]).
+/// (see [`tiles`]), if the step's data stream from DRAM: loads in flight are what the step
+/// waits for, and more warps keep more of them in flight.
 const MIN_WARPS_PER_SM: usize = 32;
+/// The same when the step's data fit in L2, so that they stay there from step to step: then
+/// each warp's start (the target staged, the tile's uniforms drawn) is what the launch waits
+/// for, and fewer warps with longer tiles win. A little under four warps per scheduler, so
+/// that 2048 warps (15.5 per SM on the H200's 132) count as enough: `bench/NOTES.md`, "small
+/// batches: longer tiles when the data fit in L2", has the measurements.
+const MIN_WARPS_PER_SM_IN_L2: usize = 15;
 /// Elements per warp tile of the staged one-warp-per-row step (see [`staged_tiles`]).
 const STAGED_TILE_ELEMENTS: usize = 2048;
 /// Below this many warps per SM (four per scheduler) with one lane group per row, the fused
@@ -54,6 +61,8 @@ pub struct Device {
     pub sms: usize,
     /// The loaded PTX module has the staged steps (`cp.async`: the `sm_80` module and newer).
     pub staged: bool,
+    /// Bytes of L2 cache (50 MiB on the H200).
+    pub l2_bytes: usize,
 }
 
 /// One launch: the entry point, the grid of `blocks` one-dimensional blocks of `threads`, and
@@ -133,13 +142,20 @@ pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
     } else {
         THREADS_PER_BLOCK
     };
-    let (blocks, tile_rows) = tiles(shape, threads, device);
+    let (blocks, tile_rows) = tiles(shape, threads, step_bytes(shape, in_kernel), device);
     Launch {
         entry,
         blocks,
         threads,
         tile_rows,
     }
+}
+
+/// Bytes a single step moves: `x` read and `x_new` written, and the caller's noise read when
+/// the caller brings it (the flags, uniforms and target are a few bytes a row).
+pub(crate) fn step_bytes(shape: Shape, in_kernel: bool) -> u64 {
+    let per_element = if in_kernel { 8 } else { 12 };
+    shape.len() as u64 * per_element
 }
 
 /// Blocks per SM of the block-per-row steps' persistent grid before the launch asks the driver
@@ -209,10 +225,16 @@ pub fn dynamic_shared_bytes(launch: Launch) -> u32 {
 /// module). 32-row tiles let one Philox call (or one load) per lane fetch the uniforms of a
 /// whole tile; but a small batch in 32-row tiles would leave most SMs idle, so the tile is
 /// halved (down to the rows a warp holds at once, `32 / G`) until there are
-/// [`MIN_WARPS_PER_SM`] warps per SM. The results do not depend on this choice.
-fn tiles(shape: Shape, threads: u32, device: Device) -> (u32, u32) {
+/// [`MIN_WARPS_PER_SM`] warps per SM, or [`MIN_WARPS_PER_SM_IN_L2`] when the step's
+/// `bytes` fit in L2. The results do not depend on this choice.
+fn tiles(shape: Shape, threads: u32, bytes: u64, device: Device) -> (u32, u32) {
     let rows_at_once = WARP_SIZE / layout::group_width(shape.dim());
-    let want_warps = device.sms * MIN_WARPS_PER_SM;
+    let min_warps_per_sm = if bytes <= device.l2_bytes as u64 {
+        MIN_WARPS_PER_SM_IN_L2
+    } else {
+        MIN_WARPS_PER_SM
+    };
+    let want_warps = device.sms * min_warps_per_sm;
     let mut tile_rows = WARP_SIZE;
     while tile_rows > rows_at_once && shape.batch().div_ceil(tile_rows) < want_warps {
         tile_rows /= 2;
@@ -312,7 +334,12 @@ pub fn run_step(shape: Shape, scaled: bool, device: Device) -> Launch {
         (true, true) => "mh_run_step_v4_scaled",
         (false, true) => "mh_run_step_scaled",
     };
-    let (blocks, tile_rows) = tiles(shape, RNG_THREADS_PER_BLOCK, device);
+    let (blocks, tile_rows) = tiles(
+        shape,
+        RNG_THREADS_PER_BLOCK,
+        step_bytes(shape, true),
+        device,
+    );
     Launch {
         entry,
         blocks,

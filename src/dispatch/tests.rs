@@ -13,10 +13,11 @@ const CALLER: Draws<()> = Draws::Caller(());
 const H200: Device = Device {
     sms: 132,
     staged: true,
+    l2_bytes: 50 << 20,
 };
 const PORTABLE: Device = Device {
-    sms: 132,
     staged: false,
+    ..H200
 };
 
 fn shape(batch: usize, dim: usize) -> Shape {
@@ -113,6 +114,30 @@ fn tiles_shrink_for_small_batches() {
     let staged = step(shape(65536, 1024), &IN_KERNEL, H200);
     assert_eq!((staged.tile_rows, staged.blocks), (2, 4224));
     assert_eq!(step(shape(1, 1), &IN_KERNEL, H200).blocks, 1);
+}
+
+#[test]
+fn small_batches_in_l2_take_longer_tiles() {
+    let at = |batch, dim, draws: &Draws<()>, device| {
+        let launch = step(shape(batch, dim), draws, device);
+        (launch.tile_rows, launch.blocks)
+    };
+    // (65536, 64) moves 33.6 MB (50.3 MB with the caller's noise), within the H200's 50 MiB of
+    // L2: 32-row tiles, 2048 warps (15.5 per SM), in blocks of 4 (or 8 with caller noise).
+    assert_eq!(at(65536, 64, &IN_KERNEL, H200), (32, 512));
+    assert_eq!(at(65536, 64, &CALLER, H200), (32, 256));
+    // With 16 MiB of L2 the same batch streams from DRAM: tiles of 8 rows, 8192 warps, so
+    // that 32 warps per SM keep their loads in flight.
+    let small_l2 = Device {
+        l2_bytes: 16 << 20,
+        ..H200
+    };
+    assert_eq!(at(65536, 64, &IN_KERNEL, small_l2), (8, 2048));
+    // Past L2 on the H200 too: (65536, 256) moves 134 MB, (131072, 64) with noise 101 MB.
+    assert_eq!(at(65536, 256, &IN_KERNEL, H200), (8, 2048));
+    assert_eq!(at(131072, 64, &CALLER, H200), (16, 1024));
+    // (32768, 64): 16-row tiles give 2048 warps.
+    assert_eq!(at(32768, 64, &IN_KERNEL, H200), (16, 512));
 }
 
 #[test]
@@ -222,7 +247,7 @@ fn every_name(staged: bool) -> BTreeSet<&'static str> {
 
 /// Every name the dispatch can return.
 fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
-    let device = Device { sms: 132, staged };
+    let device = Device { staged, ..H200 };
     let dims = (1..=1100).chain([4096, 4097, 8192, 8196]);
     let mut names = BTreeSet::new();
     for dim in dims {
