@@ -46,8 +46,8 @@ sanitize)
     lesson_matches_cpu::1::37x12 lesson_matches_cpu::2::5x260 lesson_matches_cpu::3::1000x64
     lesson_matches_cpu::4::300x1024 lesson_matches_cpu::5::5x260 lesson_matches_cpu::6::300x1024
     lesson_matches_cpu::7::300x1024 lesson_matches_cpu::8::1000x64 lesson_matches_cpu::9::5x260
-    fused_lesson_equals_the_fused_kernel::5x260::k9
-    fused_lesson_equals_the_fused_kernel::4096x64::k20
+    fast_log_lesson_equals_the_fused_kernel::15::5x260::k9
+    fast_log_lesson_equals_the_fused_kernel::15::4096x64::k20 fused_lesson_matches_cpu::11::5x260
     scales_of_one_change_nothing::3000x33 scaled_run_matches_cpu::600x300
     scaled_run_matches_cpu::50x1025 nonfinite_counts_are_exact::64x10
     nonfinite_counts_are_exact::8x1030 hand_over_during_a_run::3000x33

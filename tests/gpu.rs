@@ -12,7 +12,6 @@
 use std::process::ExitCode;
 
 use fused_mh::kernel::philox::{PHILOX4X32_10_KAT, philox4x32_10};
-use fused_mh::testing::dispatch;
 use fused_mh::{Error, Gpu, Shape, StepConfig, Target, cpu, ptx};
 use libtest_mimic::{Arguments, Failed, Trial};
 use rand::Rng;
@@ -20,7 +19,7 @@ use rand_distr::StandardNormal;
 
 mod support;
 
-use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng};
+use support::problems::{POISON_FLAG, POISON_X, compare, open, random_problem, rng};
 
 /// The shapes every comparison runs on: one element, dims below 32 and not multiples of 4 or
 /// 32, typical batches (65536 x 64 fits in L2: the longest small-batch tiles), dims in the
@@ -119,101 +118,6 @@ fn gpu_matches_cpu(batch: usize, dim: usize, mode: Mode, kernels: Kernels) -> Re
         )
         .into()
     })
-}
-
-/// Shapes for the lessons: short and long rows, rows in whole quads and not, small and large
-/// batches. Each lesson runs on those it holds (from lesson 4 on: up to 1024 elements; from
-/// lesson 5 on: in whole quads; the long rows' lesson: 1025 to 8192 in whole quads). 600000
-/// rows of 8 give lessons 8 and 9 full tiles of 32 rows, a partial last tile and more tiles
-/// than warps (the grid-stride loop); 5000 rows of 1028, more blocks than the grid has.
-const LESSON_SHAPES: [(usize, usize); 10] = [
-    (1000, 64),
-    (600000, 8),
-    (300, 1024),
-    (37, 12),
-    (5, 260),
-    (2000, 33),
-    (3, 4097),
-    (5000, 1028),
-    (700, 4096),
-    (9, 8192),
-];
-
-/// One step of a lesson (`kernel/src/gpu/lessons/`) against the CPU reference, as
-/// `gpu_matches_cpu` checks the production step. A lesson sums a row's terms in its own order,
-/// which moves `log alpha` by float32 rounding only, far inside the decision margin.
-fn lesson_matches_cpu(lesson: dispatch::Lesson, batch: usize, dim: usize) -> Result<(), Failed> {
-    let gpu = open()?;
-    let seed = (batch * 31 + dim * 7 + lesson.number as usize) as u64;
-    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
-    let config = StepConfig::new(step_size, seed ^ 0x1e55)?;
-    let target_dev = gpu.upload_target(&target)?;
-    let mut chains = gpu.upload_chains(&x, shape)?;
-    let step = (1 << 32) + 77;
-    chains.set_step_counter(step);
-    chains.poison_outputs(POISON_X, POISON_FLAG)?;
-    gpu.step_lesson(lesson, &mut chains, &target_dev, &config)?;
-    let cpu_out = cpu::par_step(&x, shape, &target, &config, step)?;
-    compare(
-        &chains.x()?,
-        &chains.accepted_flags()?,
-        &cpu_out,
-        shape,
-        step_size,
-    )
-    .map_err(|e| format!("lesson {} ({batch}, {dim}): {e}", lesson.number).into())
-}
-
-/// The fused lesson's K steps in one launch (`Gpu::steps_lesson`) against the fused kernel's
-/// (`Gpu::steps`): the same states bit for bit and the same acceptance counts (the same
-/// normals, sums in the same order; the production kernel's threshold test decides as the
-/// lesson's `accept` on every sum a step can give).
-fn fused_lesson_equals_the_fused_kernel(batch: usize, dim: usize, k: u32) -> Result<(), Failed> {
-    let gpu = open()?;
-    let (shape, x, target, step_size) = random_problem(batch, dim, (batch + dim) as u64);
-    let config = StepConfig::new(step_size, 31)?;
-    let target_dev = gpu.upload_target(&target)?;
-    let mut runs = Vec::new();
-    for lesson in [true, false] {
-        let mut chains = gpu.upload_chains(&x, shape)?;
-        chains.set_step_counter((1 << 32) - 3);
-        let mut stats = gpu.new_stats(shape, false)?;
-        match lesson {
-            true => gpu.steps_lesson(&mut chains, &target_dev, &config, k, &mut stats)?,
-            false => gpu.steps(&mut chains, &target_dev, &config, k, &mut stats)?,
-        }
-        let bits: Vec<u32> = chains.x()?.iter().map(|v| v.to_bits()).collect();
-        runs.push((bits, stats.accepted_counts()?, chains.step_counter()));
-    }
-    if runs[0] != runs[1] {
-        return Err(format!(
-            "({batch}, {dim}, K = {k}): the fused lesson differs from the fused kernel"
-        )
-        .into());
-    }
-    if runs[0].1.iter().all(|&c| c == 0) {
-        return Err("no step was accepted: the comparison shows nothing".into());
-    }
-    Ok(())
-}
-
-/// GPU outputs against the CPU reference's, within the tolerances `cpu::StepOutput::compare`
-/// states and justifies.
-fn compare(
-    x_gpu: &[f32],
-    flags: &[u8],
-    cpu: &cpu::StepOutput,
-    shape: Shape,
-    step_size: f32,
-) -> Result<(), String> {
-    let agreement = cpu
-        .compare(x_gpu, flags, step_size)
-        .map_err(|e| e.to_string())?;
-    eprintln!(
-        "  {shape:?}: {} boundary decisions differ, max |x_gpu - x_cpu| = {:e}",
-        agreement.boundary_flips, agreement.max_abs_diff
-    );
-    Ok(())
 }
 
 /// The Random123 known-answer vectors, each evaluated by many GPU threads at once (interleaved
@@ -444,30 +348,6 @@ fn main() -> ExitCode {
         trials.push(Trial::test(name, f).with_ignored_flag(!gpu_present))
     };
     add("philox_known_answers", Box::new(philox_known_answers));
-    // The dispatcher says which rows a lesson holds (its grid does not matter here).
-    let device = dispatch::Device {
-        sms: 132,
-        staged: true,
-        l2_bytes: 50 << 20,
-    };
-    for &lesson in dispatch::LESSONS.iter().chain([&dispatch::LONG_ROW_LESSON]) {
-        for (batch, dim) in LESSON_SHAPES.into_iter().filter(|&(b, d)| {
-            dispatch::lesson(lesson, Shape::new(b, d).expect("a shape"), device).is_some()
-        }) {
-            let name = format!("lesson_matches_cpu::{}::{batch}x{dim}", lesson.number);
-            add(
-                &name,
-                Box::new(move || lesson_matches_cpu(lesson, batch, dim)),
-            );
-        }
-    }
-    for (batch, dim, k) in [(4096, 64, 20), (1000, 1024, 5), (5, 260, 9), (70000, 12, 3)] {
-        let name = format!("fused_lesson_equals_the_fused_kernel::{batch}x{dim}::k{k}");
-        add(
-            &name,
-            Box::new(move || fused_lesson_equals_the_fused_kernel(batch, dim, k)),
-        );
-    }
     for (batch, dim) in SHAPES {
         for mode in [Mode::InKernelRng, Mode::CallerNoise] {
             let name = format!("gpu_matches_cpu::{mode:?}::{batch}x{dim}");

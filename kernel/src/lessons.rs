@@ -24,7 +24,8 @@
 //! Then the fused K-step kernel, the project's headline, gets its own lesson:
 //!
 //! 11. `l11_fused_steps.rs`: K steps in one launch, the state in registers across them
-//!     (lesson 5's layout with its body turned into a loop over steps).
+//!     (lesson 5's layout with its body turned into a loop over steps; the normals' logarithm
+//!     the CPU reference's polynomial, which lesson 15 changes).
 //! 12. The production fused kernel (`chain.rs`): the next step's normals drawn during this
 //!     step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
 //!     shared memory.
@@ -36,6 +37,12 @@
 //!     meeting in shared memory at a barrier (lesson 5's layout, one segment per warp).
 //! 14. The production step of long rows (`block_rows.rs`): the next row by `cp.async` during
 //!     this one, one barrier per row, thresholds 32 rows at a time, a persistent grid.
+//!
+//! The last lesson changes one function instead of the threads' layout:
+//!
+//! 15. `l15_fast_log.rs`: lesson 11 with the normal transform's logarithm on the special
+//!     function unit (`lg2.approx`) instead of the CPU reference's polynomial, which lesson 11
+//!     keeps; every production kernel draws its normals this way.
 //!
 //! Their figures are in the README's lessons table, which `host lessons --readme README.md`
 //! writes from the measured report (`bench/results/lessons-h200.json`).
@@ -56,7 +63,8 @@ pub struct Lesson {
     /// Its number: from 1, the single steps in order (the production step is the number after
     /// the last), then the fused K steps ([`FUSED_LESSON`]; the production fused kernel is the
     /// number after it), then the long rows ([`LONG_ROW_LESSON`]; their production step is the
-    /// number after it).
+    /// number after it), then the fast logarithm ([`FAST_LOG_LESSON`], the fused lesson's
+    /// kernel with one function changed; its production kernel is the fused one).
     pub number: u32,
     /// Its entry points: for rows of at most 2 quads per lane (256 elements), and longer rows.
     /// From lesson 4 on a lane keeps its quads in a register array whose size is fixed at
@@ -94,8 +102,8 @@ pub enum LessonLayout {
 }
 
 /// Declares the lessons (see the module documentation): the single steps in order, then the
-/// fused lesson and the long rows' lesson, each as `number, module, "file", [entry points],
-/// layout, "idea"`.
+/// fused lesson, the long rows' lesson and the fast logarithm's, each as `number, module,
+/// "file", [entry points], layout, "idea"`.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! declare_lessons {
@@ -103,6 +111,7 @@ macro_rules! declare_lessons {
         steps: [$($number:literal $module:ident $file:literal [$q2:literal, $q8:literal] $layout:expr, $idea:literal;)*]
         fused: $f_number:literal $f_module:ident $f_file:literal [$f_q2:literal, $f_q8:literal] $f_layout:expr, $f_idea:literal;
         long_rows: $l_number:literal $l_module:ident $l_file:literal [$l_entry:literal] $l_layout:expr, $l_idea:literal;
+        fast_log: $g_number:literal $g_module:ident $g_file:literal [$g_q2:literal, $g_q8:literal] $g_layout:expr, $g_idea:literal;
     ) => {
         $(
             #[cfg(target_arch = "nvptx64")]
@@ -115,6 +124,9 @@ macro_rules! declare_lessons {
         #[cfg(target_arch = "nvptx64")]
         #[path = $l_file]
         pub mod $l_module;
+        #[cfg(target_arch = "nvptx64")]
+        #[path = $g_file]
+        pub mod $g_module;
 
         /// The single-step lessons, simplest first. Each runs with in-kernel random numbers.
         pub const LESSONS: &[Lesson] = &[$(Lesson {
@@ -142,6 +154,16 @@ macro_rules! declare_lessons {
             file: concat!("kernel/src/", $l_file),
             idea: $l_idea,
             layout: $l_layout,
+        };
+
+        /// The fused lesson with the normal transform's logarithm on the special function unit
+        /// (the fused lesson's signature): the production fused kernel's normals.
+        pub const FAST_LOG_LESSON: Lesson = Lesson {
+            number: $g_number,
+            entries: [$g_q2, $g_q8],
+            file: concat!("kernel/src/", $g_file),
+            idea: $g_idea,
+            layout: $g_layout,
         };
     };
 }
@@ -184,4 +206,7 @@ crate::declare_lessons! {
     long_rows: 13 l13_block_per_row "gpu/lessons/l13_block_per_row.rs"
         ["lesson13_block_per_row"]
         BlockPerRow, "long rows: a block per row, the warps' sums meeting in shared memory";
+    fast_log: 15 l15_fast_log "gpu/lessons/l15_fast_log.rs"
+        ["lesson15_fast_log_q2", "lesson15_fast_log_q8"]
+        RegisterRows { whole_quads: true }, "lesson 11 with the normals' log on the SFU (lg2)";
 }

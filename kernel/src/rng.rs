@@ -81,7 +81,15 @@ pub fn uniform_angle(bits: u32) -> f32 {
 /// and no MCMC proposal cares about.
 #[inline(always)]
 pub fn box_muller(a: u32, b: u32) -> [f32; 2] {
-    let r = math::sqrt(math::minus_two_ln_complement(uniform(a)));
+    box_muller_with(a, b, math::minus_two_ln_complement)
+}
+
+/// [`box_muller`] with the radius squared `-2 ln(1 - w)` from `minus_two_ln_complement`: the
+/// lessons compare the GPU's fast logarithm with the CPU's polynomial
+/// ([`math::minus_two_ln_normal`]) on the GPU itself.
+#[inline(always)]
+pub fn box_muller_with(a: u32, b: u32, minus_two_ln_complement: impl Fn(f32) -> f32) -> [f32; 2] {
+    let r = math::sqrt(minus_two_ln_complement(uniform(a)));
     let theta = uniform_angle(b);
     [r * math::cos(theta), r * math::sin(theta)]
 }
@@ -112,9 +120,21 @@ impl StepDraws {
     /// The four standard normals of elements `4 * quad .. 4 * quad + 4` of `row`.
     #[inline(always)]
     pub fn normal_quad(&self, row: u32, quad: u32) -> [f32; 4] {
+        self.normal_quad_with(row, quad, math::minus_two_ln_complement)
+    }
+
+    /// [`normal_quad`](Self::normal_quad) with the Box–Muller radius from
+    /// `minus_two_ln_complement` ([`box_muller_with`]).
+    #[inline(always)]
+    pub fn normal_quad_with(
+        &self,
+        row: u32,
+        quad: u32,
+        minus_two_ln_complement: impl Fn(f32) -> f32 + Copy,
+    ) -> [f32; 4] {
         let bits = philox4x32_10_with(quad, row, &self.half, self.key);
-        let [z0, z1] = box_muller(bits[0], bits[1]);
-        let [z2, z3] = box_muller(bits[2], bits[3]);
+        let [z0, z1] = box_muller_with(bits[0], bits[1], minus_two_ln_complement);
+        let [z2, z3] = box_muller_with(bits[2], bits[3], minus_two_ln_complement);
         [z0, z1, z2, z3]
     }
 

@@ -86,12 +86,14 @@ impl Gpu {
         Ok(out.as_chunks::<2>().0.to_vec())
     }
 
-    /// `steps` steps of every chain in one launch as the fused lesson computes them
-    /// (`kernel/src/gpu/lessons/l11_fused_steps.rs`): the same results as [`Gpu::steps`], bit
-    /// for bit, by a simpler kernel; the accepted steps added to `stats`' counts. For the
-    /// lessons table and the test that checks the lesson against the fused kernel.
+    /// `steps` steps of every chain in one launch as a fused lesson computes them: lesson 11
+    /// (`dispatch::FUSED_LESSON`, `kernel/src/gpu/lessons/l11_fused_steps.rs`, the normals'
+    /// logarithm the CPU reference's polynomial) or lesson 15 (`dispatch::FAST_LOG_LESSON`, the
+    /// same results as [`Gpu::steps`], bit for bit, by a simpler kernel); the accepted steps
+    /// added to `stats`' counts. For the lessons table and the tests of the fused lessons.
     pub fn steps_lesson(
         &self,
+        lesson: dispatch::Lesson,
         chains: &mut DeviceChains,
         target: &DeviceTarget,
         config: &StepConfig,
@@ -106,13 +108,18 @@ impl Gpu {
                 "the fused lesson steps the Gaussian, with statistics of the chains' shape".into(),
             ));
         }
-        let chosen =
-            dispatch::lesson(dispatch::FUSED_LESSON, shape, self.device()).ok_or_else(|| {
-                Error::ShapeMismatch(format!(
-                    "the fused lesson takes rows of at most 1024 elements in whole quads, not {}",
-                    shape.dim()
-                ))
-            })?;
+        if ![dispatch::FUSED_LESSON, dispatch::FAST_LOG_LESSON].contains(&lesson) {
+            return Err(Error::InvalidRun(format!(
+                "lesson {} is not a fused lesson (11 or 15)",
+                lesson.number
+            )));
+        }
+        let chosen = dispatch::lesson(lesson, shape, self.device()).ok_or_else(|| {
+            Error::ShapeMismatch(format!(
+                "the fused lessons take rows of at most 1024 elements in whole quads, not {}",
+                shape.dim()
+            ))
+        })?;
         if stats.unfolded_steps + u64::from(steps) > super::COUNT_FOLD_STEPS {
             stats.fold_counts()?;
         }
@@ -127,7 +134,7 @@ impl Gpu {
             .arg(&dim)
             .arg(&step_size);
         launch.arg(&seed).arg(&first_step).arg(&steps);
-        // SAFETY: `lesson11_fused_steps_*(x: *mut f32, accepted_count: *mut u32, target,
+        // SAFETY: `lesson11_fused_steps_*` and `lesson15_fast_log_*` (x: *mut f32, accepted_count: *mut u32, target,
         // batch: u64, dim: u64, step_size: f32, seed: u64, first_step: u64, steps: u32)`: x
         // holds batch*dim floats (updated in place, each row by the lanes that own it),
         // accepted_count batch u32, the target the Gaussian's 2 * dim floats (checked);

@@ -7,7 +7,9 @@ use super::{
 };
 use crate::Shape;
 
-pub use fused_mh_kernel::lessons::{FUSED_LESSON, LESSONS, LONG_ROW_LESSON, Lesson, LessonLayout};
+pub use fused_mh_kernel::lessons::{
+    FAST_LOG_LESSON, FUSED_LESSON, LESSONS, LONG_ROW_LESSON, Lesson, LessonLayout,
+};
 
 /// Quads per lane of the lessons' longer register arrays (rows of up to 1024 elements).
 const LESSON_MAX_QUADS_PER_LANE: usize = 8;

@@ -20,7 +20,9 @@ use crate::Shape;
 #[cfg(any(test, feature = "testing"))]
 mod lessons;
 #[cfg(any(test, feature = "testing"))]
-pub use lessons::{FUSED_LESSON, LESSONS, LONG_ROW_LESSON, Lesson, LessonLayout, lesson};
+pub use lessons::{
+    FAST_LOG_LESSON, FUSED_LESSON, LESSONS, LONG_ROW_LESSON, Lesson, LessonLayout, lesson,
+};
 
 /// Threads per block for the caller-noise step and the small utility kernels: 8 warps. A
 /// multiple of 32, as the kernels require.

@@ -1,7 +1,8 @@
 //! What the GPU step and run tests share: random problems (never zeros), the poison for the
-//! buffers a step writes, and the GPU they run on.
+//! buffers a step writes, the GPU they run on, and the comparison of a GPU step with the CPU
+//! reference's.
 
-use fused_mh::{Gpu, Shape, Target};
+use fused_mh::{Gpu, Shape, Target, cpu};
 use libtest_mimic::Failed;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -47,4 +48,24 @@ pub fn random_problem(batch: usize, dim: usize, seed: u64) -> (Shape, Vec<f32>, 
 #[allow(dead_code)]
 pub fn open() -> Result<Gpu, Failed> {
     Gpu::open(0).map_err(|e| format!("no GPU to run on: {e}").into())
+}
+
+/// GPU outputs against the CPU reference's, within the tolerances `cpu::StepOutput::compare`
+/// states and justifies.
+#[allow(dead_code)]
+pub fn compare(
+    x_gpu: &[f32],
+    flags: &[u8],
+    cpu: &cpu::StepOutput,
+    shape: Shape,
+    step_size: f32,
+) -> Result<(), String> {
+    let agreement = cpu
+        .compare(x_gpu, flags, step_size)
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "  {shape:?}: {} boundary decisions differ, max |x_gpu - x_cpu| = {:e}",
+        agreement.boundary_flips, agreement.max_abs_diff
+    );
+    Ok(())
 }

@@ -34,7 +34,8 @@ const SIZES: [(usize, usize); 3] = [(1048576, 64), (65536, 1024), (16384, 4096)]
 #[derive(Args, Debug, Clone)]
 pub struct LessonsArgs {
     /// Run one row of the table alone, by its number: the single-step lessons, then the
-    /// production step, the fused lesson and the production fused kernel.
+    /// production step, the fused lesson and the production fused kernel, the long rows'
+    /// lesson and their production step, the fast logarithm's lesson.
     lesson: Option<u32>,
     /// Render an earlier report of this program (its `--json`) instead of measuring: no GPU.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["lesson", "json", "reps", "device", "seed"])]
@@ -164,8 +165,8 @@ enum Kind {
     Lesson(dispatch::Lesson),
     /// The production single step.
     Step,
-    /// The fused lesson, `FUSED_STEPS` steps a launch.
-    FusedLesson,
+    /// A fused lesson (11 or 15), `FUSED_STEPS` steps a launch.
+    FusedLesson(dispatch::Lesson),
     /// The production fused kernel, `FUSED_STEPS` steps a launch.
     Fused,
     /// The production single step of rows longer than 1024 elements (a block per row).
@@ -182,8 +183,7 @@ impl Kind {
             .entry
             .contains("block_rows");
         match self {
-            Kind::Lesson(l) => dispatch::lesson(l, shape, device).is_some(),
-            Kind::FusedLesson => dispatch::lesson(dispatch::FUSED_LESSON, shape, device).is_some(),
+            Kind::Lesson(l) | Kind::FusedLesson(l) => dispatch::lesson(l, shape, device).is_some(),
             Kind::Step => !block_rows,
             Kind::BlockRows => block_rows,
             Kind::Fused => dispatch::fused(shape, false, false, device).is_some(),
@@ -192,7 +192,8 @@ impl Kind {
 }
 
 /// The table's rows: the single-step lessons, the production step, the fused lesson, the
-/// production fused kernel, the long rows' lesson, the production step of long rows.
+/// production fused kernel, the long rows' lesson, the production step of long rows, the
+/// fast logarithm's lesson.
 fn rows() -> Vec<(Kind, Row)> {
     let row = |number, entry: String, file: &str, idea: &str| Row {
         number,
@@ -210,7 +211,8 @@ fn rows() -> Vec<(Kind, Row)> {
     let files = "kernel/src/gpu/step.rs, entries.rs";
     let idea = "production: the next row staged in shared memory by cp.async";
     rows.push((Kind::Step, row(step, String::new(), files, idea)));
-    rows.push((Kind::FusedLesson, lesson(&dispatch::FUSED_LESSON)));
+    let fused_lesson = dispatch::FUSED_LESSON;
+    rows.push((Kind::FusedLesson(fused_lesson), lesson(&fused_lesson)));
     let idea =
         "production fused: next normals during the sum, shared uniforms, target in shared memory";
     rows.push((
@@ -225,6 +227,8 @@ fn rows() -> Vec<(Kind, Row)> {
         Kind::BlockRows,
         row(long.number + 1, String::new(), file, idea),
     ));
+    let fast_log = dispatch::FAST_LOG_LESSON;
+    rows.push((Kind::FusedLesson(fast_log), lesson(&fast_log)));
     rows
 }
 
@@ -242,10 +246,11 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
         bail!(
             "lesson {n}: the rows are 1 to {last} (lessons 1 to {}, {} the production step, \
              {fused} the fused lesson, {} the production fused kernel, {long} the long rows' \
-             lesson, {last} their production step)",
+             lesson, {} their production step, {last} the fast logarithm's lesson)",
             LESSONS.len(),
             production_number(),
             fused + 1,
+            long + 1,
         );
     }
     rows.retain(|(_, r)| args.lesson.is_none_or(|n| n == r.number));
@@ -274,8 +279,8 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
                 match kind {
                     Kind::Lesson(l) => gpu.step_lesson(l, chains, &target, config)?,
                     Kind::Step | Kind::BlockRows => gpu.step(chains, &target, config)?,
-                    Kind::FusedLesson => {
-                        gpu.steps_lesson(chains, &target, config, FUSED_STEPS, &mut stats)?
+                    Kind::FusedLesson(l) => {
+                        gpu.steps_lesson(l, chains, &target, config, FUSED_STEPS, &mut stats)?
                     }
                     Kind::Fused => gpu.steps(chains, &target, config, FUSED_STEPS, &mut stats)?,
                 }
@@ -283,13 +288,33 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
             };
             chains.set_step_counter(0);
             chains.poison_outputs(f32::NAN, 0xAA)?;
-            launch(&mut chains)?;
+            // Lesson 11's normals take the CPU's logarithm, not the production kernels': its
+            // check is one step of it against the CPU reference, as the single steps' is.
+            let against_cpu = matches!(kind, Kind::FusedLesson(l) if l == dispatch::FUSED_LESSON);
+            let mut one_step = gpu.new_stats(shape, false)?;
+            match against_cpu {
+                true => {
+                    let lesson = dispatch::FUSED_LESSON;
+                    gpu.steps_lesson(lesson, &mut chains, &target, config, 1, &mut one_step)?
+                }
+                false => launch(&mut chains)?,
+            }
             let x = chains.x()?;
-            let check = match kind {
-                Kind::Lesson(_) | Kind::Step | Kind::BlockRows => {
+            let one_step_check =
+                against_cpu || matches!(kind, Kind::Lesson(_) | Kind::Step | Kind::BlockRows);
+            let check = match one_step_check {
+                true => {
                     // Poisoned outputs, one step, the first rows against the CPU reference.
                     let rows_checked = reference.accepted.len();
-                    let flags = chains.accepted_flags()?;
+                    let flags = match against_cpu {
+                        // One step: each row's accepted count is its flag.
+                        true => one_step
+                            .accepted_counts()?
+                            .iter()
+                            .map(|&c| c as u8)
+                            .collect(),
+                        false => chains.accepted_flags()?,
+                    };
                     match reference.compare(
                         &x[..rows_checked * dim],
                         &flags[..rows_checked],
@@ -299,7 +324,7 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
                         Err(e) => format!("FAILED: {e}"),
                     }
                 }
-                Kind::FusedLesson | Kind::Fused => {
+                false => {
                     if fused_reference.is_none() {
                         let mut single = gpu.upload_chains(&inputs.x, shape)?;
                         for _ in 0..FUSED_STEPS {
@@ -326,7 +351,7 @@ fn measure(args: &LessonsArgs) -> Result<Report> {
                 .with_context(|| format!("lesson {} at {batch} x {dim}", row.number))?;
             // The fused rows' times per step, as the single steps'.
             let per_step = match kind {
-                Kind::FusedLesson | Kind::Fused => f64::from(FUSED_STEPS),
+                Kind::FusedLesson(_) | Kind::Fused => f64::from(FUSED_STEPS),
                 _ => 1.0,
             };
             let times = Times {

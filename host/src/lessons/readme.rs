@@ -32,12 +32,13 @@ pub(super) fn markdown(report: &Report) -> String {
         }
     }
     out + &format!(
-        "\n\nRows {} and {}: µs per step of {FUSED_STEPS}-step launches; their % copy is a single \
-         step's bytes over that time, so it passes 100 % once the state stays in registers. A \
-         dash: the row does not hold that size (rows {} and {} are the long rows', a block per \
-         row).\n",
+        "\n\nRows {}, {} and {}: µs per step of {FUSED_STEPS}-step launches; their % copy is a \
+         single step's bytes over that time, so it passes 100 % once the state stays in \
+         registers. A dash: the row does not hold that size (rows {} and {} are the long rows', \
+         a block per row).\n",
         dispatch::FUSED_LESSON.number,
         dispatch::FUSED_LESSON.number + 1,
+        dispatch::FAST_LOG_LESSON.number,
         dispatch::LONG_ROW_LESSON.number,
         dispatch::LONG_ROW_LESSON.number + 1
     )

@@ -8,7 +8,13 @@
 //! and the Box–Muller transform of the normals, the shuffles of the group's sum. This is
 //! lesson 5's row layout (`G` lanes per row, lane `j` owning quads `j, j + G, ...`) with its
 //! per-row body turned into a loop over steps; the same normals and the same sums in the same
-//! order, so the chains end where K single steps take them, bit for bit.
+//! order.
+//!
+//! Its normals take their logarithm from the polynomial the CPU reference uses
+//! ([`math::minus_two_ln_normal`]), which every kernel used before the SFU's took its place:
+//! lesson 15 (`l15_fast_log.rs`) is this lesson with that one function changed, and so ends
+//! where K single steps and the production fused kernel take the chains, bit for bit. This
+//! one ends within the normals' tolerance of them.
 //!
 //! **What it costs.** Each step waits for its own normals and its own sum: the Philox rounds of
 //! step `k + 1` could run while step `k`'s sum travels through the shuffles, and they do not.
@@ -27,24 +33,26 @@ use crate::gpu::device::warp::group_sum;
 use crate::lessons::l3_lane_groups::Groups;
 use crate::lessons::l4_row_in_registers::load_lane_quads;
 use crate::layout::{self, QUAD};
+use crate::math;
 use crate::mh;
-use crate::rng;
 use crate::rng::StepDraws;
 use crate::target::gaussian;
 
-/// `steps` steps of every row, each row's quads in registers throughout.
+/// `steps` steps of every row, each row's quads in registers throughout, the normals' radius
+/// squared `-2 ln(1 - w)` from `minus_two_ln_complement`.
 ///
 /// # Safety
 /// As the entry points below, with `quads_per_lane(dim) <= Q`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn fused_steps<const Q: usize>(
+pub(crate) unsafe fn fused_steps<const Q: usize>(
     x: *mut f32,
     accepted_count: *mut u32,
     (mu, inv_var): (*const f32, *const f32),
     (batch, dim, step_size): (usize, usize, f32),
     key: crate::philox::Key,
     (first_step, steps): (u64, u32),
+    minus_two_ln_complement: impl Fn(f32) -> f32 + Copy,
 ) {
     let groups = Groups::of_this_warp(dim);
     let quads = layout::quads_per_row(dim);
@@ -66,7 +74,8 @@ unsafe fn fused_steps<const Q: usize>(
                     // SAFETY: quad q of the target, inside mu and inv_var.
                     let (mu_q, inv_var_q) =
                         unsafe { (load_v4(mu.add(QUAD * q)), load_v4(inv_var.add(QUAD * q))) };
-                    ps[k] = mh::propose(xs[k], draws.normal_quad(row as u32, q as u32), step_size);
+                    let eps = draws.normal_quad_with(row as u32, q as u32, minus_two_ln_complement);
+                    ps[k] = mh::propose(xs[k], eps, step_size);
                     terms = gaussian::add_quad_terms(terms, xs[k], ps[k], mu_q, inv_var_q);
                 }
             }
@@ -97,9 +106,10 @@ unsafe fn fused_steps<const Q: usize>(
     }
 }
 
-/// Defines an entry point of this lesson with register arrays of `$q` quads per lane.
+/// Defines an entry point of this lesson (or of lesson 15, which changes `$log`) with register
+/// arrays of `$q` quads per lane, the normals' radius squared from `$log`.
 macro_rules! fused_steps_entry_point {
-    ($name:ident, $q:literal, $rows:literal) => {
+    ($name:ident, $q:literal, $rows:literal, $log:expr) => {
         #[doc = concat!("`steps` Metropolis–Hastings steps of every chain in one launch, the state in registers (", $q, " quads per lane: rows of up to ", $rows, " elements).")]
         ///
         /// # Parameters
@@ -132,11 +142,27 @@ macro_rules! fused_steps_entry_point {
             let run = (first_step, steps);
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                fused_steps::<$q>(x, accepted_count, target, (batch, dim, step_size), rng::key(seed), run)
+                $crate::lessons::l11_fused_steps::fused_steps::<$q>(
+                    x,
+                    accepted_count,
+                    target,
+                    (batch, dim, step_size),
+                    $crate::rng::key(seed),
+                    run,
+                    $log,
+                )
             }
         }
     };
 }
+pub(crate) use fused_steps_entry_point;
 
-fused_steps_entry_point!(lesson11_fused_steps_q2, 2, 256);
-fused_steps_entry_point!(lesson11_fused_steps_q8, 8, 1024);
+/// The CPU reference's `-2 ln(1 - w)`: the polynomial logarithm of `1 - w`, exact for every
+/// uniform `w`.
+#[inline(always)]
+fn polynomial(w: f32) -> f32 {
+    math::minus_two_ln_normal(1.0 - w)
+}
+
+fused_steps_entry_point!(lesson11_fused_steps_q2, 2, 256, polynomial);
+fused_steps_entry_point!(lesson11_fused_steps_q8, 8, 1024, polynomial);
