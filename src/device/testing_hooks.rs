@@ -134,8 +134,9 @@ impl Gpu {
             .arg(&dim)
             .arg(&step_size);
         launch.arg(&seed).arg(&first_step).arg(&steps);
-        // SAFETY: `lesson11_fused_steps_*` and `lesson15_fast_log_*` (x: *mut f32, accepted_count: *mut u32, target,
-        // batch: u64, dim: u64, step_size: f32, seed: u64, first_step: u64, steps: u32)`: x
+        // SAFETY: `lesson11_fused_steps_*` and `lesson15_fast_log_*(x: *mut f32,
+        // accepted_count: *mut u32, target, batch: u64, dim: u64, step_size: f32, seed: u64,
+        // first_step: u64, steps: u32)`: x
         // holds batch*dim floats (updated in place, each row by the lanes that own it),
         // accepted_count batch u32, the target the Gaussian's 2 * dim floats (checked);
         // `dispatch::lesson` chose the variant that holds the row (whole quads, at most 1024
