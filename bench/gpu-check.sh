@@ -29,7 +29,8 @@ tests)
   done
   ;;
 sanitize)
-  # Small shapes of every kernel family: split (7x33, 4096x64), unsplit and staged target
+  # Small shapes of every kernel family: split (7x33, 4096x64), paired (the smallest
+  # batches that take it: 70000x64, 150000x36), unsplit and staged target
   # (1000x100, 5x333), the stats-update path of long rows (3x1025), moments and trace, the
   # per-dimension scales (in registers, staged, the run's single steps) and the non-finite
   # counts; the block-per-row steps and the normals' kernel; and, for every target, its
@@ -39,7 +40,8 @@ sanitize)
     's/^((step_matches_cpu::[^:]+::(50x257|300x1024|1100x2048|260x8192)::portable_false)|(run_equals_single_steps::[^:]+::(4096x64|300x300|64x1030|700x4096|150x6144))): test$/\1/p')
   cases="fused_equals_single_steps::7x33::k5 fused_equals_single_steps::4096x64::k20
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
-    fused_equals_single_steps::3x1025::k3 moments_and_trace::40x333 moments_and_trace::6x1030
+    fused_equals_single_steps::3x1025::k3 fused_equals_single_steps::70000x64::k3
+    fused_equals_single_steps::150000x36::k2 moments_and_trace::40x333 moments_and_trace::6x1030
     gpu_matches_cpu::InKernelRng::1500x2052 gpu_matches_cpu::CallerNoise::1500x2052
     gpu_matches_cpu::InKernelRng::301x5000 gpu_matches_cpu::CallerNoise::301x5000
     normals_are_within_their_bound

@@ -12,8 +12,12 @@ use rand::Rng;
 mod support;
 
 use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng};
+use support::two_pass;
 
-const FUSED_CASES: [(usize, usize, u32); 9] = [
+/// Small batches (the split kernels), batches of one lane group per row, and large batches
+/// (the paired kernels: 70000 x 64 and up), with rows of 12 (one lane per row paired), 30 and
+/// 36 (quads a lane does not own), 64 and 256.
+const FUSED_CASES: [(usize, usize, u32); 14] = [
     (1, 1, 1),
     (7, 33, 5),
     (4096, 64, 20),
@@ -23,6 +27,11 @@ const FUSED_CASES: [(usize, usize, u32); 9] = [
     (3, 1025, 3),
     (40000, 64, 3),
     (70000, 30, 2),
+    (70000, 64, 3),
+    (300000, 30, 2),
+    (600000, 12, 2),
+    (150000, 36, 2),
+    (140000, 256, 2),
 ];
 
 /// K fused steps against K single-step launches (bit-identical states, equal acceptance
@@ -156,10 +165,16 @@ fn gpu_run(
 }
 
 /// Shapes for the per-dimension scales: the split kernel (4096 rows of 64), `q2` rows that are
-/// not whole quads, `q8` rows, rows in registers with a large batch, and rows of 1025 (the
-/// run's single steps).
-const SCALED_SHAPES: [(usize, usize); 5] =
-    [(4096, 64), (3000, 33), (600, 300), (40000, 64), (50, 1025)];
+/// not whole quads, `q8` rows, rows in registers with a large batch, the paired kernel
+/// (70000 x 64), and rows of 1025 (the run's single steps).
+const SCALED_SHAPES: [(usize, usize); 6] = [
+    (4096, 64),
+    (3000, 33),
+    (600, 300),
+    (40000, 64),
+    (70000, 64),
+    (50, 1025),
+];
 
 /// Scales of 1 in every dimension give the `_scaled` kernels the step size itself: 25 steps
 /// with them equal 25 steps without, bit for bit (states, counts, running means), with and
@@ -242,8 +257,8 @@ fn scaled_run_matches_cpu(batch: usize, dim: usize) -> Result<(), Failed> {
 }
 
 /// Rows planted with a NaN, +inf or -inf count every one of their steps as non-finite, the
-/// others none, through launches of the fused kernels (split or not; the run's single steps for
-/// rows of 1030), with and without scales and moments; the planted rows never move. A row
+/// others none, through launches of the fused kernels (split, paired or neither; the run's
+/// single steps for rows of 1030), with and without scales and moments; the planted rows never move. A row
 /// planted at 10^8 in every coordinate (where one float32 step is 8, and the proposals move
 /// by about 1) counts every step as a null move, and no other row counts one (with the
 /// moments: null moves are counted with them).
@@ -304,27 +319,6 @@ fn nonfinite_counts_are_exact(batch: usize, dim: usize) -> Result<(), Failed> {
         }
     }
     Ok(())
-}
-
-/// Two-pass mean and variance (f64) of each chain and coordinate over saved states
-/// `[n, batch * dim]`.
-fn two_pass(trace: &[f32], len: usize) -> (Vec<f64>, Vec<f64>) {
-    let n = (trace.len() / len) as f64;
-    let mut mean = vec![0f64; len];
-    for state in trace.chunks(len) {
-        for (m, &v) in mean.iter_mut().zip(state) {
-            *m += f64::from(v);
-        }
-    }
-    mean.iter_mut().for_each(|m| *m /= n);
-    let mut var = vec![0f64; len];
-    for state in trace.chunks(len) {
-        for ((s, &v), m) in var.iter_mut().zip(state).zip(&mean) {
-            *s += (f64::from(v) - m).powi(2);
-        }
-    }
-    var.iter_mut().for_each(|s| *s /= n);
-    (mean, var)
 }
 
 /// `Gpu::run` with the moments and a trace of every state (thin = 1, in small chunks): the
@@ -485,7 +479,7 @@ fn main() -> ExitCode {
         let name = format!("scaled_run_matches_cpu::{batch}x{dim}");
         add(name, Box::new(move || scaled_run_matches_cpu(batch, dim)));
     }
-    for (batch, dim) in [(64, 10), (4096, 64), (9, 300), (8, 1030)] {
+    for (batch, dim) in [(64, 10), (4096, 64), (70000, 64), (9, 300), (8, 1030)] {
         let name = format!("nonfinite_counts_are_exact::{batch}x{dim}");
         add(
             name,

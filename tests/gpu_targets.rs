@@ -66,10 +66,11 @@ fn step_matches_cpu(
     Ok(())
 }
 
-/// `k` steps of a run (`Gpu::run`: the fused kernel, split for a small batch, with the
-/// moments for rows over 100; or, for rows over 1024, the run's streamed single steps) equal `k`
-/// single steps bit for bit (for rows of 4096 in whole quads, the block-per-row step: the same
-/// segment order of the sums), and count the same acceptances.
+/// `k` steps of a run (`Gpu::run`: the fused kernel, split for a small batch, paired for a
+/// large one (70000 rows of 64), with the moments for rows over 100; or, for rows over 1024,
+/// the run's streamed single steps) equal `k` single steps bit for bit (for rows of 4096 in
+/// whole quads, the block-per-row step: the same segment order of the sums), and count the
+/// same acceptances.
 fn run_equals_single_steps(kind: TargetKind, batch: usize, dim: usize) -> Result<(), Failed> {
     let gpu = open()?;
     let (shape, x, target) = problem(kind, batch, dim, 3);
@@ -152,6 +153,7 @@ fn main() -> ExitCode {
         for (batch, dim) in [
             (4096, 64),
             (65536, 64),
+            (70000, 64),
             (300, 300),
             (64, 1030),
             (700, 4096),

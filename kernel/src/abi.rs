@@ -53,27 +53,32 @@ macro_rules! for_each_entry_point {
             mh_family_run_step mh_run_step_v4_scaled (true, true);
             mh_family_run_step mh_run_step_scaled (false, true);
             // The fused K-step kernel: quads per lane, 16-byte loads, running moments, a
-            // row's quads split over twice the lanes, per-dimension proposal scales.
-            mh_family_chain mh_chain_q2_v4 (MAX_RESIDENT_QUADS_PER_LANE, true, false, false, false);
-            mh_family_chain mh_chain_q2 (MAX_RESIDENT_QUADS_PER_LANE, false, false, false, false);
-            mh_family_chain mh_chain_q8_v4 (MAX_FUSED_QUADS_PER_LANE, true, false, false, false);
-            mh_family_chain mh_chain_q8 (MAX_FUSED_QUADS_PER_LANE, false, false, false, false);
-            mh_family_chain mh_chain_q2_v4_stats (MAX_RESIDENT_QUADS_PER_LANE, true, true, false, false);
-            mh_family_chain mh_chain_q2_stats (MAX_RESIDENT_QUADS_PER_LANE, false, true, false, false);
-            mh_family_chain mh_chain_q8_v4_stats (MAX_FUSED_QUADS_PER_LANE, true, true, false, false);
-            mh_family_chain mh_chain_q8_stats (MAX_FUSED_QUADS_PER_LANE, false, true, false, false);
-            mh_family_chain mh_chain_split_v4 (1, true, false, true, false);
-            mh_family_chain mh_chain_split (1, false, false, true, false);
-            mh_family_chain mh_chain_q2_v4_scaled (MAX_RESIDENT_QUADS_PER_LANE, true, false, false, true);
-            mh_family_chain mh_chain_q2_scaled (MAX_RESIDENT_QUADS_PER_LANE, false, false, false, true);
-            mh_family_chain mh_chain_q8_v4_scaled (MAX_FUSED_QUADS_PER_LANE, true, false, false, true);
-            mh_family_chain mh_chain_q8_scaled (MAX_FUSED_QUADS_PER_LANE, false, false, false, true);
-            mh_family_chain mh_chain_q2_v4_stats_scaled (MAX_RESIDENT_QUADS_PER_LANE, true, true, false, true);
-            mh_family_chain mh_chain_q2_stats_scaled (MAX_RESIDENT_QUADS_PER_LANE, false, true, false, true);
-            mh_family_chain mh_chain_q8_v4_stats_scaled (MAX_FUSED_QUADS_PER_LANE, true, true, false, true);
-            mh_family_chain mh_chain_q8_stats_scaled (MAX_FUSED_QUADS_PER_LANE, false, true, false, true);
-            mh_family_chain mh_chain_split_v4_scaled (1, true, false, true, true);
-            mh_family_chain mh_chain_split_scaled (1, false, false, true, true);
+            // row's quads split over twice the lanes, or paired over half, per-dimension
+            // proposal scales.
+            mh_family_chain mh_chain_q2_v4 (MAX_RESIDENT_QUADS_PER_LANE, true, false, false, false, false);
+            mh_family_chain mh_chain_q2 (MAX_RESIDENT_QUADS_PER_LANE, false, false, false, false, false);
+            mh_family_chain mh_chain_q8_v4 (MAX_FUSED_QUADS_PER_LANE, true, false, false, false, false);
+            mh_family_chain mh_chain_q8 (MAX_FUSED_QUADS_PER_LANE, false, false, false, false, false);
+            mh_family_chain mh_chain_q2_v4_stats (MAX_RESIDENT_QUADS_PER_LANE, true, true, false, false, false);
+            mh_family_chain mh_chain_q2_stats (MAX_RESIDENT_QUADS_PER_LANE, false, true, false, false, false);
+            mh_family_chain mh_chain_q8_v4_stats (MAX_FUSED_QUADS_PER_LANE, true, true, false, false, false);
+            mh_family_chain mh_chain_q8_stats (MAX_FUSED_QUADS_PER_LANE, false, true, false, false, false);
+            mh_family_chain mh_chain_split_v4 (1, true, false, true, false, false);
+            mh_family_chain mh_chain_split (1, false, false, true, false, false);
+            mh_family_chain mh_chain_paired_v4 (PAIRED_QUADS_PER_LANE, true, false, false, true, false);
+            mh_family_chain mh_chain_paired (PAIRED_QUADS_PER_LANE, false, false, false, true, false);
+            mh_family_chain mh_chain_q2_v4_scaled (MAX_RESIDENT_QUADS_PER_LANE, true, false, false, false, true);
+            mh_family_chain mh_chain_q2_scaled (MAX_RESIDENT_QUADS_PER_LANE, false, false, false, false, true);
+            mh_family_chain mh_chain_q8_v4_scaled (MAX_FUSED_QUADS_PER_LANE, true, false, false, false, true);
+            mh_family_chain mh_chain_q8_scaled (MAX_FUSED_QUADS_PER_LANE, false, false, false, false, true);
+            mh_family_chain mh_chain_q2_v4_stats_scaled (MAX_RESIDENT_QUADS_PER_LANE, true, true, false, false, true);
+            mh_family_chain mh_chain_q2_stats_scaled (MAX_RESIDENT_QUADS_PER_LANE, false, true, false, false, true);
+            mh_family_chain mh_chain_q8_v4_stats_scaled (MAX_FUSED_QUADS_PER_LANE, true, true, false, false, true);
+            mh_family_chain mh_chain_q8_stats_scaled (MAX_FUSED_QUADS_PER_LANE, false, true, false, false, true);
+            mh_family_chain mh_chain_split_v4_scaled (1, true, false, true, false, true);
+            mh_family_chain mh_chain_split_scaled (1, false, false, true, false, true);
+            mh_family_chain mh_chain_paired_v4_scaled (PAIRED_QUADS_PER_LANE, true, false, false, true, true);
+            mh_family_chain mh_chain_paired_scaled (PAIRED_QUADS_PER_LANE, false, false, false, true, true);
         }
     };
 }

@@ -36,6 +36,10 @@ pub const MAX_RESIDENT_QUADS_CALLER_NOISE: usize = 8;
 /// `8 * 4 * 32 = 1024` elements); longer rows run as single steps.
 pub const MAX_FUSED_QUADS_PER_LANE: usize = 8;
 
+/// Quads per lane of the paired fused kernels (`mh_chain_paired*`): two group lanes' quads
+/// (rows up to 256 elements, two lanes' [`MAX_RESIDENT_QUADS_PER_LANE`] each).
+pub const PAIRED_QUADS_PER_LANE: usize = 2 * MAX_RESIDENT_QUADS_PER_LANE;
+
 /// Lanes per row, `G`: the power of two (1 to 32) that gives each lane about
 /// [`QUADS_PER_LANE_TARGET`] quads. Depends on `dim` alone, so the order of the sums, and hence
 /// the exact bits of `log alpha`, depend on `dim` alone (not on the batch or the launch).

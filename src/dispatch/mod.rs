@@ -55,6 +55,11 @@ const STAGED_TILE_ELEMENTS: usize = 2048;
 /// dependent latencies (Philox rounds, shuffles), and two warps per scheduler cannot hide them
 /// (ncu's figures are in `bench/NOTES.md`, "Fused K steps per launch"). The results do not depend on it.
 const SPLIT_BELOW_WARPS_PER_SM: usize = 16;
+/// From this many warps per SM with a row over half its group's lanes, the fused kernel pairs
+/// them (`mh_chain_paired*`): each lane holds two group lanes' quads, so a step's fixed work
+/// (the sum's shuffles, the threshold, the counts) is shared by twice the quads. Batches this
+/// large have warps to spare: many waves of them. The results do not depend on it.
+const PAIRED_FROM_WARPS_PER_SM: usize = 64;
 
 /// What the choice depends on about the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -268,7 +273,9 @@ fn staged_tiles(shape: Shape, device: Device) -> (u32, u32) {
 ///
 /// Batches too small to give `SPLIT_BELOW_WARPS_PER_SM` (16) warps per SM with one lane group
 /// per row take the `split` kernels (rows of at most [`MAX_SPLIT_DIM`] elements, without moments):
-/// each row over twice the lanes, bit-identical to the others.
+/// each row over twice the lanes, bit-identical to the others. Batches large enough to give
+/// `PAIRED_FROM_WARPS_PER_SM` (64) warps per SM with a row over half its group's lanes take
+/// the `paired` kernels (rows of 9 to 256 elements, without moments), bit-identical too.
 ///
 /// With `scaled` (per-dimension proposal scales), the `_scaled` twin of the same kernel.
 pub fn fused(shape: Shape, moments: bool, scaled: bool, device: Device) -> Option<Launch> {
@@ -278,7 +285,12 @@ pub fn fused(shape: Shape, moments: bool, scaled: bool, device: Device) -> Optio
     let group_warps = batch.div_ceil(WARP_SIZE / g);
     let split = group_warps < SPLIT_BELOW_WARPS_PER_SM * device.sms;
     let quads = layout::quads_per_lane(dim);
-    let (entry, lanes) = if split && !moments && dim <= MAX_SPLIT_DIM {
+    let paired = g >= 2
+        && quads <= layout::MAX_RESIDENT_QUADS_PER_LANE
+        && group_warps / 2 >= PAIRED_FROM_WARPS_PER_SM * device.sms;
+    let (entry, lanes) = if paired && !moments {
+        (if v4 { "mh_chain_paired_v4" } else { "mh_chain_paired" }, g / 2)
+    } else if split && !moments && dim <= MAX_SPLIT_DIM {
         let entry = if v4 {
             "mh_chain_split_v4"
         } else {
@@ -321,6 +333,8 @@ fn with_scales(entry: &'static str) -> &'static str {
         "mh_chain_q8_stats" => "mh_chain_q8_stats_scaled",
         "mh_chain_split_v4" => "mh_chain_split_v4_scaled",
         "mh_chain_split" => "mh_chain_split_scaled",
+        "mh_chain_paired_v4" => "mh_chain_paired_v4_scaled",
+        "mh_chain_paired" => "mh_chain_paired_scaled",
         other => unreachable!("{other} is not a fused kernel"),
     }
 }

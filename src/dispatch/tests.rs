@@ -168,7 +168,9 @@ fn lessons_hold_their_rows() {
     assert_eq!(long(8192).map(|l| l.threads), Some(256));
     let small = lesson(LONG_ROW_LESSON, shape(100, 1028), H200);
     assert_eq!(small.map(|l| (l.blocks, l.threads)), Some((100, 64)));
-    for (i, l) in LESSONS.iter().chain([&FUSED_LESSON, &LONG_ROW_LESSON]).enumerate() {
+    let numbered = LESSONS.iter().chain([&FUSED_LESSON, &LONG_ROW_LESSON, &FAST_LOG_LESSON]);
+    for (i, l) in numbered.enumerate() {
+        // 1 to 9, then 11 and 13 (each followed by its production row), then 15.
         let n = match i.checked_sub(LESSONS.len()) {
             None => i + 1,
             Some(k) => LESSONS.len() + 2 + 2 * k,
@@ -182,8 +184,17 @@ fn lessons_hold_their_rows() {
 #[test]
 fn fused_kernels_hold_rows_up_to_1024() {
     let big = |dim, moments| fused(shape(1 << 20, dim), moments, false, H200).map(|l| l.entry);
-    assert_eq!(big(64, false), Some("mh_chain_q2_v4"));
-    assert_eq!(big(33, false), Some("mh_chain_q2"));
+    // Large batches pair a row's lanes (rows of 9 to 256 elements, without moments).
+    assert_eq!(big(64, false), Some("mh_chain_paired_v4"));
+    assert_eq!(big(33, false), Some("mh_chain_paired"));
+    assert_eq!(big(256, false), Some("mh_chain_paired_v4"));
+    assert_eq!(big(8, false), Some("mh_chain_q2_v4"));
+    assert_eq!(big(64, true), Some("mh_chain_q2_v4_stats"));
+    // From 64 warps per SM paired: rows of 64 over 4 lanes, 8 a warp, 132 x 64 x 8 rows.
+    let at = |batch| fused(shape(batch, 64), false, false, H200).expect("fits");
+    assert_eq!(at(132 * 64 * 8).entry, "mh_chain_paired_v4");
+    assert_eq!(at(132 * 64 * 8).blocks, 132 * 64 / 4);
+    assert_eq!(at(132 * 64 * 8 - 8).entry, "mh_chain_q2_v4");
     assert_eq!(big(256, true), Some("mh_chain_q2_v4_stats"));
     assert_eq!(big(257, false), Some("mh_chain_q8"));
     assert_eq!(big(1024, true), Some("mh_chain_q8_v4_stats"));
@@ -203,6 +214,8 @@ fn fused_kernels_hold_rows_up_to_1024() {
     let scaled = fused(shape(4096, 64), false, true, H200).expect("fits");
     assert_eq!(scaled.entry, "mh_chain_split_v4_scaled");
     assert_eq!((scaled.blocks, scaled.threads), (512, 128));
+    let paired = fused(shape(1 << 20, 64), false, true, H200).expect("fits");
+    assert_eq!(paired.entry, "mh_chain_paired_v4_scaled");
     let scaled = |dim| fused(shape(1 << 20, dim), true, true, H200).map(|l| l.entry);
     assert_eq!(scaled(33), Some("mh_chain_q2_stats_scaled"));
     assert_eq!(scaled(1024), Some("mh_chain_q8_v4_stats_scaled"));
@@ -275,7 +288,9 @@ fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
         names.insert(model_steps(kind, 1024, 8, device, 6).entry);
     }
     names.insert(model_sums_reduce(8, device).entry);
-    let lessons = LESSONS.iter().chain([&FUSED_LESSON, &LONG_ROW_LESSON]);
+    let lessons = LESSONS
+        .iter()
+        .chain([&FUSED_LESSON, &LONG_ROW_LESSON, &FAST_LOG_LESSON]);
     names.extend(lessons.flat_map(|l| l.entries));
     names
 }

@@ -1,7 +1,8 @@
-//! What the test files share: nested R-hat straight from the draws of a trace, two passes in
-//! f64, written from the paper's definitions (Margossian et al. 2024) independently of
-//! `fused_mh::diagnostics` (what the streamed diagnostics are checked against), and whether a
-//! GPU is there to run the GPU tests on.
+//! What the test files share: nested R-hat and the moments straight from the draws of a
+//! trace, two passes in f64, written from the definitions (nested R-hat: Margossian et al.
+//! 2024) independently of `fused_mh::diagnostics` and the kernels' running moments (what
+//! the streamed figures are checked against), and whether a GPU is there to run the GPU
+//! tests on.
 
 use fused_mh::{Gpu, Shape};
 
@@ -103,4 +104,26 @@ pub fn split_nested_rhat_from_trace(
             nested_rhat_of(draw, 2 * batch, m, half)
         })
         .collect()
+}
+
+/// Two-pass mean and variance (f64) of each chain and coordinate over saved states
+/// `[n, batch * dim]`.
+#[allow(dead_code)] // the run tests' alone
+pub fn two_pass(trace: &[f32], len: usize) -> (Vec<f64>, Vec<f64>) {
+    let n = (trace.len() / len) as f64;
+    let mut mean = vec![0f64; len];
+    for state in trace.chunks(len) {
+        for (m, &v) in mean.iter_mut().zip(state) {
+            *m += f64::from(v);
+        }
+    }
+    mean.iter_mut().for_each(|m| *m /= n);
+    let mut var = vec![0f64; len];
+    for state in trace.chunks(len) {
+        for ((s, &v), m) in var.iter_mut().zip(state).zip(&mean) {
+            *s += (f64::from(v) - m).powi(2);
+        }
+    }
+    var.iter_mut().for_each(|s| *s /= n);
+    (mean, var)
 }

@@ -88,6 +88,15 @@ pub(crate) struct ChainArgs {
 /// [`split_sum`] chains their terms in the same order. Twice the warps for the same rows: for
 /// small batches, where one warp per scheduler or two cannot hide the step's latencies.
 ///
+/// With `PAIRED` (rows of at most 256 elements, `Q = 4`), the row's lanes are `G / 2`: lane
+/// `j` holds the two quads of the group's lane `j` and the two of its lane `j + G / 2`, as
+/// two chains of terms, and adds the second chain to the first itself: the first level of
+/// [`group_sum`]'s tree, which adds lane `j + G / 2`'s sum to lane `j`'s, the same two values in
+/// the same order. The rest of the tree runs over the `G / 2` lanes, so the bits are those of
+/// `G` lanes. Half the warps for the same rows, and each step's fixed work (the sum's
+/// shuffles, the threshold, the counts, the loop) shared by twice the quads: for large
+/// batches, which have warps to spare (`bench/NOTES.md`, issue 22, tenth part).
+///
 /// With `STATS`, each lane keeps Welford's running mean and sum of squared deviations of its
 /// elements over the launch's `K` steps (f32, a few `K` at most, so no drift), and at the end
 /// merges them into the run's f64 totals with Chan's formula for combining two samples.
@@ -107,8 +116,9 @@ pub(crate) struct ChainArgs {
 /// written (a run's split statistics start a sample there, `crate::moments`).
 ///
 /// # Safety
-/// As [`step_tiles`] for a variant with `Q >= quads_per_lane(dim)`, `x_new == x` (updated in
-/// place: each row is read and written by the lanes that own it), the buffers of
+/// As [`step_tiles`] for a variant with `Q >= quads_per_lane(dim)` (`PAIRED`: `Q / 2 >=
+/// quads_per_lane(dim)` and `group_width(dim) >= 2`), `x_new == x` (updated in place: each
+/// row is read and written by the lanes that own it), the buffers of
 /// [`ChainArgs`] as long as it says, and every trace slot written inside the buffer.
 #[inline(always)]
 pub(crate) unsafe fn chain_rows<
@@ -117,20 +127,32 @@ pub(crate) unsafe fn chain_rows<
     const V4: bool,
     const STATS: bool,
     const SPLIT: bool,
+    const PAIRED: bool,
     const SCALED: bool,
 >(
     args: &StepArgs,
     chain: &ChainArgs,
 ) {
+    const { assert!(!(SPLIT && PAIRED) && (!PAIRED || Q.is_multiple_of(2))) };
     let g = layout::group_width(args.dim);
-    // Lanes per row: the group's `g`, or `2 g` with its quads split (see `split_sum`).
-    let lanes = if SPLIT { 2 * g } else { g };
+    // Lanes per row: the group's `g`, `2 g` with its quads split (see `split_sum`), or `g / 2`
+    // paired.
+    let lanes = if SPLIT {
+        2 * g
+    } else if PAIRED {
+        g / 2
+    } else {
+        g
+    };
     let rows_at_once = WARP_SIZE / lanes;
     let lane = lane_id();
     let (lane_in_row, group) = (lane % lanes, lane / lanes);
-    // Quad k of this lane: quad `lane_in_row + k g` of the row. Split (Q = 1), lanes j and
-    // j + g of the row hold the two quads of the group's lane j.
-    let quad_of = |k: usize| lane_in_row + k * g;
+    // The lane's quads as chains of terms: one of `Q`, or paired two of `Q / 2`.
+    let chain_len = if PAIRED { Q / 2 } else { Q };
+    // Quad k of this lane: quad `lane_in_row + k g` of the row; paired, quads `Q / 2` on are
+    // those of the group's lane `lane_in_row + g / 2`. Split (Q = 1), lanes j and j + g of the
+    // row hold the two quads of the group's lane j.
+    let quad_of = |k: usize| lane_in_row + (k % chain_len) * g + (k / chain_len) * (g / 2);
     // Split, the lane that decides for the row: the first of its upper half.
     let decider_bit = if SPLIT {
         1u32 << (group * lanes + g)
@@ -144,7 +166,8 @@ pub(crate) unsafe fn chain_rows<
     // SAFETY: Q >= quads_per_lane(dim), so at most Q * 32 quads; every thread is here.
     let target = unsafe { stage_target::<T, Q, V4>(args.target, args.dim) };
     // A lane owns the same quads of every row, so its proposal scales are the same for the
-    // whole launch: in registers when it owns few quads, else staged in shared memory.
+    // whole launch: in registers when it owns few quads, else staged in shared memory (paired
+    // too: 16 more registers cost its schedule more than a shared load a quad, bench/NOTES.md).
     let scales_in_registers = Q <= layout::MAX_RESIDENT_QUADS_PER_LANE;
     let scales = if SCALED && !scales_in_registers {
         // SAFETY: as above; the `_scaled` kernels get `dim` scales.
@@ -184,13 +207,15 @@ pub(crate) unsafe fn chain_rows<
         // `row_resident`); the first `MAX_RESIDENT_QUADS_PER_LANE` always (for the Q2 kernels
         // that wastes work only on rows of at most 4 elements), which keeps the hot loop free
         // of branches.
-        let computed = |k: usize| k < layout::MAX_RESIDENT_QUADS_PER_LANE || k * g < n_quads;
+        let computed = |k: usize| {
+            k % chain_len < layout::MAX_RESIDENT_QUADS_PER_LANE || (k % chain_len) * g < n_quads
+        };
         let draw =
             |k: usize, draws: &rng::StepDraws| draws.normal_quad(row as u32, quad_of(k) as u32);
         // With few quads per lane, the next step's normals are drawn during this step's sum
         // (below); with many, the lane has independent work enough, and the registers are
         // needed elsewhere (the Q8 kernels with moments would spill).
-        let pipelined = Q <= layout::MAX_RESIDENT_QUADS_PER_LANE;
+        let pipelined = chain_len <= layout::MAX_RESIDENT_QUADS_PER_LANE;
         let mut eps = [[0.0f32; 4]; Q];
         for (k, e) in eps.iter_mut().enumerate() {
             if pipelined && computed(k) {
@@ -240,6 +265,8 @@ pub(crate) unsafe fn chain_rows<
             };
             let mut ps = [[0.0f32; 4]; Q];
             let mut partial = 0.0f32;
+            // Paired, the second chain's sum: group lane `lane_in_row + g / 2`'s.
+            let mut partner = 0.0f32;
             let mut first_target = T::quad(|_| [0.0f32; 4]);
             for k in 0..Q {
                 if computed(k) {
@@ -258,7 +285,11 @@ pub(crate) unsafe fn chain_rows<
                         lane_scales[k]
                     };
                     ps[k] = mh::propose_scaled(xs[k], eps[k], scale);
-                    partial = T::add_quad_terms(partial, xs[k], ps[k], &quad);
+                    if k < chain_len {
+                        partial = T::add_quad_terms(partial, xs[k], ps[k], &quad);
+                    } else {
+                        partner = T::add_quad_terms(partner, xs[k], ps[k], &quad);
+                    }
                 }
             }
             // The next step's normals do not depend on this step's decision: drawing them here
@@ -276,7 +307,11 @@ pub(crate) unsafe fn chain_rows<
                         T::row_total(split_sum::<T>(partial, xs[0], ps[0], &first_target, g));
                     (ballot_decision(accept_sum(total, slot), decider_bit), total)
                 } else {
-                    let total = T::row_total(group_sum(partial, g));
+                    // Paired: the tree's first level, lane j's sum plus lane j + g / 2's.
+                    if PAIRED {
+                        partial += partner;
+                    }
+                    let total = T::row_total(group_sum(partial, lanes));
                     (accept_sum(total, slot), total)
                 }
             };
@@ -372,12 +407,13 @@ pub(crate) unsafe fn chain_rows<
 
 /// The fused kernel family: one entry point for one target, `Q` quads per lane, `V4` for
 /// 16-byte loads, `STATS` for the running moments, `SPLIT` for a row's quads spread over twice
-/// the lanes, `SCALED` for per-dimension proposal scales (see `chain_rows`). Only runs with a
-/// preconditioner launch the `SCALED` ones, so the others keep the step size in a register.
+/// the lanes, `PAIRED` over half, `SCALED` for per-dimension proposal scales (see
+/// `chain_rows`). Only runs with a preconditioner launch the `SCALED` ones, so the others keep
+/// the step size in a register.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! mh_family_chain {
-    ($name:ident, $export:expr, $target:ty, $q:expr, $v4:literal, $stats:literal, $split:literal, $scaled:literal) => {
+    ($name:ident, $export:expr, $target:ty, $q:expr, $v4:literal, $stats:literal, $split:literal, $paired:literal, $scaled:literal) => {
         /// `steps` Metropolis–Hastings steps of every chain in one launch, random numbers drawn
         /// in the kernel, the state kept in registers (see `chain_rows`).
         ///
@@ -452,7 +488,7 @@ macro_rules! mh_family_chain {
             };
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                chain::chain_rows::<$target, { $q }, $v4, $stats, $split, $scaled>(
+                chain::chain_rows::<$target, { $q }, $v4, $stats, $split, $paired, $scaled>(
                     &args,
                     &chain_args,
                 )
