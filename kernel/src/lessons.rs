@@ -28,7 +28,8 @@
 //!     the CPU reference's polynomial, which lesson 15 changes).
 //! 12. The production fused kernel (`chain.rs`): the next step's normals drawn during this
 //!     step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
-//!     shared memory.
+//!     shared memory; on large batches a lane holds two lanes' quads (`PAIRED`), so a step's
+//!     fixed work is shared by twice the quads.
 //!
 //! Rows longer than a warp's registers hold (1024 elements) take a block each, and a lesson of
 //! their own:
