@@ -25,8 +25,13 @@ use support::problems::{POISON_FLAG, POISON_X, compare, open, random_problem, rn
 /// 32, typical batches (65536 x 64 fits in L2: the longest small-batch tiles), dims in the
 /// thousands, a row of 333 (no multiple of 4): every kernel variant runs. Rows of 2052 to 8192
 /// take a block per row (3 segments, the last of one quad; 4; 5 and 8, in dynamic shared
-/// memory), more rows than the persistent grid has blocks at 2052, 4096, 8192.
-const SHAPES: [(usize, usize); 13] = [
+/// memory), more rows than the persistent grid has blocks at 2052, 4096, 8192. Batches large
+/// enough for the paired staged step at dims 16 (one lane a row), 36 (a lane's last quad
+/// only in lane 0) and 256 (16 lanes a row).
+const SHAPES: [(usize, usize); 16] = [
+    (300000, 16),
+    (200000, 36),
+    (100000, 256),
     (1500, 2052),
     (600, 4096),
     (301, 5000),

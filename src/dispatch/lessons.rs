@@ -54,7 +54,8 @@ pub fn lesson(lesson: Lesson, shape: Shape, device: Device) -> Option<Launch> {
                 return None;
             }
             let bytes = step_bytes(shape, true);
-            let (blocks, tile_rows) = tiles(shape, RNG_THREADS_PER_BLOCK, bytes, device);
+            let lanes = layout::group_width(shape.dim());
+            let (blocks, tile_rows) = tiles(shape, lanes, RNG_THREADS_PER_BLOCK, bytes, device);
             return Some(Launch {
                 entry,
                 blocks,

@@ -61,6 +61,14 @@ const SPLIT_BELOW_WARPS_PER_SM: usize = 16;
 /// large have warps to spare: many waves of them. The results do not depend on it.
 const PAIRED_FROM_WARPS_PER_SM: usize = 64;
 
+/// The fewest lanes a row of the paired single step has: with fewer, a warp's 16-byte copies
+/// of a row's quads touch 32 rows' sectors at once, half of each, and the step at dim 16 (one
+/// lane a row) ran 30 to 60 % slower on the H200 (`bench/NOTES.md`, issue 22, twelfth part).
+const PAIRED_STEP_FROM_LANES: usize = 4;
+/// Below this many warps per SM paired (four per scheduler), the single step keeps a lane group
+/// per row: half the warps would hide less of the launch's latencies.
+const PAIRED_STEP_FROM_WARPS_PER_SM: usize = 16;
+
 /// What the choice depends on about the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Device {
@@ -118,6 +126,17 @@ pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
     if v4 && long && layout::segments(dim) <= MAX_BLOCK_ROW_SEGMENTS && (device.staged || !in_kernel) {
         return block_rows(shape, in_kernel, device);
     }
+    let g = layout::group_width(dim);
+    if in_kernel && device.staged && v4 && resident && paired_step(shape, device) {
+        let threads = RNG_THREADS_PER_BLOCK;
+        let (blocks, tile_rows) = tiles(shape, g / 2, threads, step_bytes(shape, true), device);
+        return Launch {
+            entry: "mh_step_staged_paired_v4",
+            blocks,
+            threads,
+            tile_rows,
+        };
+    }
     let entry = match in_kernel {
         true if device.staged && v4 && resident => "mh_step_staged_q2_v4",
         true if device.staged && v4 && quads <= MAX_STAGED_QUADS_PER_LANE => {
@@ -149,13 +168,26 @@ pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
     } else {
         THREADS_PER_BLOCK
     };
-    let (blocks, tile_rows) = tiles(shape, threads, step_bytes(shape, in_kernel), device);
+    let (blocks, tile_rows) = tiles(shape, g, threads, step_bytes(shape, in_kernel), device);
     Launch {
         entry,
         blocks,
         threads,
         tile_rows,
     }
+}
+
+/// Whether the single step of `shape` (rows of at most 256 elements in whole quads, staged)
+/// pairs a row's lanes (`mh_step_staged_paired_v4`): a row over half its group's lanes, each
+/// lane holding two group lanes' quads, so that a row's fixed work (the threshold's shuffle, the
+/// sum's shuffles, the flag) is shared by twice the quads, and rows of a few quads more than a
+/// power of two (dim 36: 9 quads) compute fewer quads of zeros. For rows of at least
+/// [`PAIRED_STEP_FROM_LANES`] lanes, paired, and batches that give
+/// [`PAIRED_STEP_FROM_WARPS_PER_SM`] warps per SM paired. The results do not depend on it.
+fn paired_step(shape: Shape, device: Device) -> bool {
+    let lanes = layout::group_width(shape.dim()) / 2;
+    let warps = shape.batch().div_ceil(WARP_SIZE / lanes.max(1));
+    lanes >= PAIRED_STEP_FROM_LANES && warps >= PAIRED_STEP_FROM_WARPS_PER_SM * device.sms
 }
 
 /// Bytes a single step moves: `x` read and `x_new` written, and the caller's noise read when
@@ -234,8 +266,8 @@ pub fn dynamic_shared_bytes(launch: Launch) -> u32 {
 /// halved (down to the rows a warp holds at once, `32 / G`) until there are
 /// [`MIN_WARPS_PER_SM`] warps per SM, or [`MIN_WARPS_PER_SM_IN_L2`] when the step's
 /// `bytes` fit in L2. The results do not depend on this choice.
-fn tiles(shape: Shape, threads: u32, bytes: u64, device: Device) -> (u32, u32) {
-    let rows_at_once = WARP_SIZE / layout::group_width(shape.dim());
+fn tiles(shape: Shape, lanes: usize, threads: u32, bytes: u64, device: Device) -> (u32, u32) {
+    let rows_at_once = WARP_SIZE / lanes;
     let min_warps_per_sm = if bytes <= device.l2_bytes as u64 {
         MIN_WARPS_PER_SM_IN_L2
     } else {
@@ -352,6 +384,7 @@ pub fn run_step(shape: Shape, scaled: bool, device: Device) -> Launch {
     };
     let (blocks, tile_rows) = tiles(
         shape,
+        layout::group_width(shape.dim()),
         RNG_THREADS_PER_BLOCK,
         step_bytes(shape, true),
         device,

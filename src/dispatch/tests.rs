@@ -59,7 +59,7 @@ fn single_steps_take_the_kernel_that_holds_the_row() {
         [4, 256, 260, 1024, 1028, 4096, 4100, 8192, 8196, 33, 257, 1030].map(staged),
         [
             "mh_step_staged_q2_v4",
-            "mh_step_staged_q2_v4",
+            "mh_step_staged_paired_v4",
             "mh_step_staged_q8_v4",
             "mh_step_staged_q8_v4",
             "mh_step_block_rows_2w_v4",
@@ -99,6 +99,26 @@ fn long_rows_take_a_block_each() {
     }
 }
 
+/// The paired staged step: rows of 33 to 256 elements in whole quads (4 lanes a row or more,
+/// paired), batches of 16 warps per SM paired or more; the tiles hold the rows a paired warp
+/// holds at once.
+#[test]
+fn large_batches_pair_the_staged_rows() {
+    let entry = |batch, dim| step(shape(batch, dim), &IN_KERNEL, H200).entry;
+    assert_eq!(entry(1 << 20, 16), "mh_step_staged_q2_v4");
+    assert_eq!(entry(1 << 20, 32), "mh_step_staged_q2_v4");
+    assert_eq!(entry(1 << 20, 36), "mh_step_staged_paired_v4");
+    assert_eq!(entry(1 << 20, 34), "mh_step_q2");
+    // 16 warps per SM on 132 SMs are 2112 warps: 8 rows a warp at dim 64, so 16889 rows.
+    assert_eq!(entry(16889, 64), "mh_step_staged_paired_v4");
+    assert_eq!(entry(16888, 64), "mh_step_staged_q2_v4");
+    assert_eq!(step(shape(1 << 20, 64), &IN_KERNEL, PORTABLE).entry, "mh_step_q2_v4");
+    assert_eq!(step(shape(1 << 20, 64), &CALLER, H200).entry, "mh_step_with_noise_q2_v4");
+    // (1M, 256): 16 lanes a row, 2 rows a warp at once, 32-row tiles.
+    let launch = step(shape(1 << 20, 256), &IN_KERNEL, H200);
+    assert_eq!((launch.tile_rows, launch.blocks), (32, 4224));
+}
+
 #[test]
 fn tiles_shrink_for_small_batches() {
     // (1M, 64) fills the GPU with 32-row tiles: 32768 warps, 8192 blocks of 4, capped.
@@ -136,7 +156,7 @@ fn small_batches_in_l2_take_longer_tiles() {
     // Past L2 on the H200 too: (65536, 256) moves 134 MB, (131072, 64) with noise 101 MB.
     assert_eq!(at(65536, 256, &IN_KERNEL, H200), (8, 2048));
     assert_eq!(at(131072, 64, &CALLER, H200), (16, 1024));
-    // (32768, 64): 16-row tiles give 2048 warps.
+    // (32768, 64), paired (8 rows a warp at once): 16-row tiles give 2048 warps.
     assert_eq!(at(32768, 64, &IN_KERNEL, H200), (16, 512));
 }
 

@@ -286,7 +286,7 @@ pub(crate) struct RowSlot {
     pub(crate) live: bool,
     /// This lane's index in its group, `0..g`.
     pub(crate) lane_in_group: usize,
-    /// Lanes per group.
+    /// Lanes per row: the group's, or half of them paired (`RowFeed::PAIRED`).
     pub(crate) g: usize,
     /// `mh::threshold` of `log(max(u, 1e-10))` of the row's acceptance uniform (meaningful only
     /// if `live`).

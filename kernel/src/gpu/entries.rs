@@ -14,7 +14,8 @@
 //! - `target`: `[T::ARRAYS, dim]` f32: the target's arrays, packed (see [`crate::target`]).
 //! - `step_size`: the proposal's scale.
 //! - `seed`, `step`: the Philox key and the step counter (see [`crate::rng`]).
-//! - `tile_rows`: rows per warp tile, a power of two from `32 / G` to 32 (see
+//! - `tile_rows`: rows per warp tile, a power of two from the rows a warp holds at once
+//!   (`32 / G`, `64 / G` for the paired step) to 32 (see
 //!   `step_tiles`); the results do not depend on it, only the speed does.
 //!
 //! ## Thread mapping
@@ -169,15 +170,17 @@ macro_rules! mh_family_noise_step {
 }
 
 /// A staged in-kernel-RNG step (sm_80 and later, so only in the newer PTX module): `$q` quads
-/// per lane, rows fed by a `SharedFeed` with `$g` lanes per row (0: `group_width(dim)`), for
-/// rows in whole quads. `mh_step_staged_q2_v4` takes rows of up to 256 elements (in 64
-/// registers instead of `mh_step_q2_v4`'s 72); `mh_step_staged_q8_v4` rows of 257 to 1024
-/// with one warp per row, fixed at compile time: a lane's quads are then 512 bytes apart, and
-/// ptxas needed 96 registers instead of 128 (20 warps per SM instead of 16).
+/// per lane, rows fed by a `SharedFeed` with `$g` lanes per row (0: `group_width(dim)`),
+/// half of them if `$paired`, for rows in whole quads. `mh_step_staged_q2_v4` takes rows of up
+/// to 256 elements (in 64 registers instead of `mh_step_q2_v4`'s 72);
+/// `mh_step_staged_paired_v4` rows of 9 to 256, a lane holding two group lanes' quads (see
+/// `step::propose_resident`); `mh_step_staged_q8_v4` rows of 257 to 1024 with one warp per
+/// row, fixed at compile time: a lane's quads are then 512 bytes apart, and ptxas needed 96
+/// registers instead of 128 (20 warps per SM instead of 16).
 #[macro_export]
 #[doc(hidden)]
 macro_rules! mh_family_staged_step {
-    ($name:ident, $export:expr, $target:ty, $q:expr, $g:expr) => {
+    ($name:ident, $export:expr, $target:ty, $q:expr, $g:expr, $paired:literal) => {
         /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel;
         /// each row is loaded one row ahead into shared memory by asynchronous copies (see
         /// `SharedFeed`).
@@ -206,7 +209,8 @@ macro_rules! mh_family_staged_step {
             );
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                let feed = SharedFeed::<{ $q }, { $g }, STAGED_WARPS_PER_BLOCK>::new(&args, 0);
+                let feed =
+                    SharedFeed::<{ $q }, { $g }, STAGED_WARPS_PER_BLOCK, $paired>::new(&args, 0);
                 step::step_tiles::<$target, _, _, { $q }, true, false>(&args, &noise, feed)
             }
         }

@@ -12,6 +12,9 @@ use crate::gpu::row::{LaneRow, QuadInput};
 pub(crate) trait RowFeed<N: Noise, const Q: usize> {
     /// Lanes per row when the feed fixes it at compile time (0: `layout::group_width(dim)`).
     const GROUP: usize = 0;
+    /// Whether a row's lanes are half its group's, each lane holding two group lanes' quads
+    /// (`step::propose_resident` sums them as the group would: the bits do not change).
+    const PAIRED: bool = false;
     /// Makes the row loaded by the last [`RowFeed::load_next`] the current one, then issues the
     /// loads of this lane's quads (`first_quad + k g`, `k < Q`) of the row at `offset`
     /// (nothing if `!live`). On return, the current row's quads are readable. `first_quad` is

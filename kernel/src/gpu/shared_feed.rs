@@ -43,7 +43,15 @@ core::arch::global_asm!(".extern .shared .align 16 .b8 fused_mh_dynamic_staging[
 ///
 /// Only the in-kernel RNG uses it: caller noise would need its noise staged as well, and it
 /// already runs at 98 % of the copy bandwidth with rows in registers.
-pub(crate) struct SharedFeed<const Q: usize, const G: usize, const W: usize> {
+///
+/// With `PAIRED` a row's lanes are half its group's (see [`RowFeed::PAIRED`]): the lane's
+/// quads are `lane_in_row + k g / 2`.
+pub(crate) struct SharedFeed<
+    const Q: usize,
+    const G: usize,
+    const W: usize,
+    const PAIRED: bool = false,
+> {
     /// This lane's slot 0 of buffer 0.
     pub(crate) base: u32,
     /// The buffer of the current row, 0 or 1.
@@ -52,7 +60,9 @@ pub(crate) struct SharedFeed<const Q: usize, const G: usize, const W: usize> {
     pub(crate) lane_quads: u32,
 }
 
-impl<const Q: usize, const G: usize, const W: usize> SharedFeed<Q, G, W> {
+impl<const Q: usize, const G: usize, const W: usize, const PAIRED: bool>
+    SharedFeed<Q, G, W, PAIRED>
+{
     /// Bytes of one buffer: a row of `Q` quads per lane.
     pub(crate) const ROW_BYTES: u32 = (Q * WARP_SIZE * 16) as u32;
 
@@ -112,11 +122,13 @@ impl<const Q: usize, const G: usize, const W: usize> SharedFeed<Q, G, W> {
     #[inline(always)]
     unsafe fn at(base: u32, args: &StepArgs, first_quad: usize) -> Self {
         let lane = lane_id();
-        let g = if G > 0 {
+        let group = if G > 0 {
             G
         } else {
             layout::group_width(args.dim)
         };
+        // The lanes of a row, and so the stride between a lane's quads.
+        let g = if PAIRED { group / 2 } else { group };
         // The warp's quads of each row, from its first.
         let n_quads = layout::quads_per_row(args.dim).saturating_sub(first_quad);
         let lane_in_group = lane % g;
@@ -149,10 +161,11 @@ impl<const Q: usize, const G: usize, const W: usize> SharedFeed<Q, G, W> {
     }
 }
 
-impl<const Q: usize, const G: usize, const W: usize> RowFeed<PhiloxNoise, Q>
-    for SharedFeed<Q, G, W>
+impl<const Q: usize, const G: usize, const W: usize, const PAIRED: bool> RowFeed<PhiloxNoise, Q>
+    for SharedFeed<Q, G, W, PAIRED>
 {
     const GROUP: usize = G;
+    const PAIRED: bool = PAIRED;
 
     #[inline(always)]
     unsafe fn load_next<const V4: bool>(

@@ -51,6 +51,14 @@ pub(crate) unsafe fn row_resident<
 /// lane_in_group + k g` (`k < Q`, read from `feed`) and the lane's partial sum of their terms,
 /// with the target's quads from `target_quad`. Returns `(proposals, partial)`.
 ///
+/// With a paired feed ([`RowFeed::PAIRED`]) a row has half its group's lanes (`g` is half
+/// the group's): the lane's even quads are those of the group's lane `lane_in_group` and
+/// its odd quads those of lane `lane_in_group + g`, each summed as that lane sums them, and
+/// the two sums added as the first level of [`group_sum_loop`]'s tree adds them. The rest
+/// of the tree runs over the row's `g` lanes, so the total has the group's bits. Half the
+/// warps for the same rows, and each row's fixed work (the threshold's shuffle, the sum's
+/// other shuffles, the flag) shared by twice the quads.
+///
 /// Quad k is computed by every lane as soon as one lane of the warp has it (`first_quad + k g
 /// < n_quads`, the same in every lane: no divergence): a lane without it computes a quad of
 /// zeros (the feed's) against the zero target that `target_quad` gives past the row, which adds
@@ -76,23 +84,32 @@ pub(crate) unsafe fn propose_resident<T: Target, N: Noise, F: RowFeed<N, Q>, con
 ) -> ([[f32; 4]; Q], f32) {
     let n_quads = layout::quads_per_row(args.dim);
     let mut ps = [[0.0f32; 4]; Q];
-    let mut partial = 0.0f32;
+    // Paired, the even quads are the group's lane `lane_in_group`'s and the odd ones its lane
+    // `lane_in_group + g`'s (`slot.g` is then half the group): two chains of terms.
+    let mut partials = [0.0f32; 2];
     // Loops with a constant trip count, unrolled: the arrays are indexed by constants and stay
     // in registers (a run-time index would send them to local memory).
     for k in 0..Q {
         let q = first_quad + slot.lane_in_group + k * slot.g;
+        let chain = if F::PAIRED { k % 2 } else { 0 };
         if first_quad + k * slot.g < n_quads {
-            (ps[k], partial) = propose_quad::<T, N>(
+            (ps[k], partials[chain]) = propose_quad::<T, N>(
                 noise,
                 slot.row,
                 q,
                 // SAFETY: k < Q.
                 unsafe { feed.quad(k) },
                 (target_quad(q), [args.step_size; 4]),
-                partial,
+                partials[chain],
             );
         }
     }
+    // The first level of `group_sum_loop`'s tree over the group, the same two values added.
+    let partial = if F::PAIRED {
+        partials[0] + partials[1]
+    } else {
+        partials[0]
+    };
     (ps, partial)
 }
 
@@ -282,8 +299,9 @@ pub(crate) fn accept_sum(sum: f32, slot: RowSlot) -> bool {
 /// Warps take *tiles* of `tile_rows` consecutive rows (grid-stride: warp `w` of `W` takes tiles
 /// `w, w + W, ...`). At the start of a tile, lane `l < tile_rows` fetches the acceptance uniform
 /// of the tile's row `l` and takes its log (one Philox call or one coalesced load, and one `ln`,
-/// serve up to 32 rows). The warp then walks the tile `32 / G` rows at a time: group `i` of the
-/// warp (lanes `iG .. iG + G`) takes the next row, gets its `log u` from the lane that fetched
+/// serve up to 32 rows). The warp then walks the tile `32 / G` rows at a time (`64 / G` with a
+/// paired feed, `G / 2` lanes a row): group `i` of the warp (lanes `iG .. iG + G`) takes the
+/// next row, gets its `log u` from the lane that fetched
 /// it (`shfl.sync.idx`), and does the row (register-resident when `Q > 0`, streamed with
 /// speculative writes when `Q == 0`). With `Q > 0`, the loads of the warp's next row are issued
 /// before the current row is computed, so they travel from memory while it computes (software
@@ -311,11 +329,13 @@ pub(crate) unsafe fn step_tiles<
 ) {
     // Per-dimension scales are read by the streamed rows only (the run's single steps).
     const { assert!(Q == 0 || !SCALED) };
-    let g = if F::GROUP > 0 {
+    let group = if F::GROUP > 0 {
         F::GROUP
     } else {
         layout::group_width(args.dim)
     };
+    // The lanes of a row: the group's, or half of them paired (see `propose_resident`).
+    let g = if F::PAIRED { group / 2 } else { group };
     let rows_at_once = (WARP_SIZE / g) as u32;
     let lane = lane_id();
     let (lane_in_group, group) = (lane % g, (lane / g) as u32);
