@@ -30,20 +30,22 @@ tests)
   ;;
 sanitize)
   # Small shapes of every kernel family: split (7x33, 4096x64), paired (the smallest
-  # batches that take it: 70000x64, 150000x36), unsplit and staged target
+  # batches that take it: 70000x64, 150000x36; the paired single step: 200000x36,
+  # 100000x256, and 20000x64 for every target), unsplit and staged target
   # (1000x100, 5x333), the stats-update path of long rows (3x1025), moments and trace, the
   # per-dimension scales (in registers, staged, the run's single steps) and the non-finite
   # counts; the block-per-row steps and the normals' kernel; and, for every target, its
   # streamed, staged and block-per-row single steps and its split, staged-target and
   # long-row runs.
   target_cases=$(.gpu/bin/test-test-gpu_targets --list 2>/dev/null | sed -n -E \
-    's/^((step_matches_cpu::[^:]+::(50x257|300x1024|1100x2048|260x8192)::portable_false)|(run_equals_single_steps::[^:]+::(4096x64|300x300|64x1030|700x4096|150x6144))): test$/\1/p')
+    's/^((step_matches_cpu::[^:]+::(20000x64|50x257|300x1024|1100x2048|260x8192)::portable_false)|(run_equals_single_steps::[^:]+::(4096x64|300x300|64x1030|700x4096|150x6144))): test$/\1/p')
   cases="fused_equals_single_steps::7x33::k5 fused_equals_single_steps::4096x64::k20
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
     fused_equals_single_steps::3x1025::k3 fused_equals_single_steps::70000x64::k3
     fused_equals_single_steps::150000x36::k2 moments_and_trace::40x333 moments_and_trace::6x1030
     gpu_matches_cpu::InKernelRng::1500x2052 gpu_matches_cpu::CallerNoise::1500x2052
     gpu_matches_cpu::InKernelRng::301x5000 gpu_matches_cpu::CallerNoise::301x5000
+    gpu_matches_cpu::InKernelRng::200000x36 gpu_matches_cpu::InKernelRng::100000x256
     normals_are_within_their_bound
     lesson_matches_cpu::1::37x12 lesson_matches_cpu::2::5x260 lesson_matches_cpu::3::1000x64
     lesson_matches_cpu::4::300x1024 lesson_matches_cpu::5::5x260 lesson_matches_cpu::6::300x1024

@@ -15,8 +15,10 @@ use support::problems::{POISON_FLAG, POISON_X, open, rng};
 
 /// Shapes that reach every single-step kernel: rows in registers in whole quads and not
 /// (staged in the newer module), the staged one-warp-per-row step, streamed rows in whole
-/// quads and not, caller noise's 8-quad rows, and the block per row (two segments).
-const STEP_SHAPES: [(usize, usize); 8] = [
+/// quads and not, caller noise's 8-quad rows, the block per row (two segments), and the paired
+/// staged step (a batch large enough for it, see `dispatch::step`).
+const STEP_SHAPES: [(usize, usize); 9] = [
+    (20000, 64),
     (1100, 2048),
     (260, 8192),
     (4096, 64),
