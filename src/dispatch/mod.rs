@@ -177,13 +177,12 @@ pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
     }
 }
 
-/// Whether the single step of `shape` (rows of at most 256 elements in whole quads, staged)
-/// pairs a row's lanes (`mh_step_staged_paired_v4`): a row over half its group's lanes, each
-/// lane holding two group lanes' quads, so that a row's fixed work (the threshold's shuffle, the
-/// sum's shuffles, the flag) is shared by twice the quads, and rows of a few quads more than a
-/// power of two (dim 36: 9 quads) compute fewer quads of zeros. For rows of at least
-/// [`PAIRED_STEP_FROM_LANES`] lanes, paired, and batches that give
-/// [`PAIRED_STEP_FROM_WARPS_PER_SM`] warps per SM paired. The results do not depend on it.
+/// Whether the single step of `shape` (staged rows of at most 256 elements in whole quads)
+/// pairs a row's lanes (`mh_step_staged_paired_v4`): each lane holds two group lanes' quads, so
+/// a row's fixed work (the threshold's shuffle, the sum's shuffles, the flag) serves twice the
+/// quads, and rows a few quads past a power of two (dim 36: 9) compute fewer quads of zeros.
+/// Taken from [`PAIRED_STEP_FROM_LANES`] lanes a row and [`PAIRED_STEP_FROM_WARPS_PER_SM`]
+/// warps per SM, paired; the results do not depend on it.
 fn paired_step(shape: Shape, device: Device) -> bool {
     let lanes = layout::group_width(shape.dim()) / 2;
     let warps = shape.batch().div_ceil(WARP_SIZE / lanes.max(1));
