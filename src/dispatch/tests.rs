@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use super::*;
 use crate::{TargetKind, ptx};
 use fused_mh_kernel::abi::ENTRY_BASES;
+use fused_mh_kernel::model::ModelKind;
 
 const IN_KERNEL: Draws<()> = Draws::Philox { seed: 0, step: 0 };
 const CALLER: Draws<()> = Draws::Caller(());
