@@ -70,6 +70,12 @@ const PAIRED_STEP_FROM_LANES: usize = 4;
 /// Below this many warps per SM paired (four per scheduler), the single step keeps a lane group
 /// per row: half the warps would hide less of the launch's latencies.
 const PAIRED_STEP_FROM_WARPS_PER_SM: usize = 16;
+/// A step that moves more bytes than L2 holds, but no more than this percentage of it, keeps
+/// part of its data in L2 from step to step; there the paired single step measured 3 to 5 %
+/// slower than `q2` at every tile tried ((131072, 64), (65536, 128), (32768, 256): 64 MiB on
+/// the H200's 50 MiB), and 6 to 8 % faster from 70 MiB (`bench/NOTES.md`, issue 22,
+/// fourteenth part): the bound lies between the two.
+const UNPAIRED_STEP_UP_TO_L2_PERCENT: u64 = 130;
 
 /// What the choice depends on about the GPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -184,11 +190,16 @@ pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
 /// a row's fixed work (the threshold's shuffle, the sum's shuffles, the flag) serves twice the
 /// quads, and rows a few quads past a power of two (dim 36: 9) compute fewer quads of zeros.
 /// Taken from [`PAIRED_STEP_FROM_LANES`] lanes a row and [`PAIRED_STEP_FROM_WARPS_PER_SM`]
-/// warps per SM, paired; the results do not depend on it.
+/// warps per SM, paired, except for steps a little past L2 ([`UNPAIRED_STEP_UP_TO_L2_PERCENT`]);
+/// the results do not depend on it.
 fn paired_step(shape: Shape, device: Device) -> bool {
     let lanes = layout::group_width(shape.dim()) / 2;
     let warps = shape.batch().div_ceil(WARP_SIZE / lanes.max(1));
-    lanes >= PAIRED_STEP_FROM_LANES && warps >= PAIRED_STEP_FROM_WARPS_PER_SM * device.sms
+    let (bytes, l2) = (step_bytes(shape, true), device.l2_bytes as u64);
+    let partly_in_l2 = bytes > l2 && 100 * bytes <= UNPAIRED_STEP_UP_TO_L2_PERCENT * l2;
+    lanes >= PAIRED_STEP_FROM_LANES
+        && warps >= PAIRED_STEP_FROM_WARPS_PER_SM * device.sms
+        && !partly_in_l2
 }
 
 /// Bytes a single step moves: `x` read and `x_new` written, and the caller's noise read when

@@ -101,8 +101,8 @@ fn long_rows_take_a_block_each() {
 }
 
 /// The paired staged step: rows of 33 to 256 elements in whole quads (4 lanes a row or more,
-/// paired), batches of 16 warps per SM paired or more; the tiles hold the rows a paired warp
-/// holds at once.
+/// paired), batches of 16 warps per SM paired or more, except steps a little past L2; the tiles
+/// hold the rows a paired warp holds at once.
 #[test]
 fn large_batches_pair_the_staged_rows() {
     let entry = |batch, dim| step(shape(batch, dim), &IN_KERNEL, H200).entry;
@@ -113,6 +113,16 @@ fn large_batches_pair_the_staged_rows() {
     // 16 warps per SM on 132 SMs are 2112 warps: 8 rows a warp at dim 64, so 16889 rows.
     assert_eq!(entry(16889, 64), "mh_step_staged_paired_v4");
     assert_eq!(entry(16888, 64), "mh_step_staged_q2_v4");
+    // A little past L2 (50 MiB on the H200): 64 MiB keep `q2`, 70 MiB (143360 x 64), 75 MiB
+    // (153600 x 64) and 80 MiB (81920 x 128) pair; the band ends at 65 MiB, 133120 x 64.
+    assert_eq!(entry(131072, 64), "mh_step_staged_q2_v4");
+    assert_eq!(entry(65536, 128), "mh_step_staged_q2_v4");
+    assert_eq!(entry(32768, 256), "mh_step_staged_q2_v4");
+    assert_eq!(entry(81920, 128), "mh_step_staged_paired_v4");
+    assert_eq!(entry(133120, 64), "mh_step_staged_q2_v4");
+    assert_eq!(entry(133128, 64), "mh_step_staged_paired_v4");
+    assert_eq!(entry(143360, 64), "mh_step_staged_paired_v4");
+    assert_eq!(entry(153600, 64), "mh_step_staged_paired_v4");
     assert_eq!(step(shape(1 << 20, 64), &IN_KERNEL, PORTABLE).entry, "mh_step_q2_v4");
     assert_eq!(step(shape(1 << 20, 64), &CALLER, H200).entry, "mh_step_with_noise_q2_v4");
     // (1M, 256): 16 lanes a row, 2 rows a warp at once, 32-row tiles.
