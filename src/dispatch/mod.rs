@@ -275,8 +275,8 @@ pub fn dynamic_shared_bytes(launch: Launch) -> u32 {
 /// A warp works through tiles of `tile_rows` consecutive rows (see the kernel crate's `step`
 /// module). 32-row tiles let one Philox call (or one load) per lane fetch the uniforms of a
 /// whole tile; but a small batch in 32-row tiles would leave most SMs idle, so the tile is
-/// halved (down to the rows a warp holds at once, `32 / G`) until there are
-/// [`MIN_WARPS_PER_SM`] warps per SM, or [`MIN_WARPS_PER_SM_IN_L2`] when the step's
+/// halved (down to the rows a warp holds at once, `32 / lanes` for `lanes` lanes a row) until
+/// there are [`MIN_WARPS_PER_SM`] warps per SM, or [`MIN_WARPS_PER_SM_IN_L2`] when the step's
 /// `bytes` fit in L2. The results do not depend on this choice.
 fn tiles(shape: Shape, lanes: usize, threads: u32, bytes: u64, device: Device) -> (u32, u32) {
     let rows_at_once = WARP_SIZE / lanes;
