@@ -67,6 +67,7 @@ enum Command {
 /// as clap does; a signal exits it with 128 + N (`signals`).
 pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
     let started = std::time::Instant::now();
+    budget::return_freed_buffers_to_the_system();
     let cli = Cli::parse_from(args);
     let success = |r: Result<()>| r.map(|()| 0);
     let result: Result<u8> = match cli.command {

@@ -91,15 +91,20 @@ impl RunPlan {
 
 impl RunPlan {
     /// The host memory a GPU run of `shape` with this plan holds at its peak, in bytes, with
-    /// the reading of its results: the statistics' 64-bit count totals (three per chain), and
-    /// the larger of what the run copies back as it goes (a count fold, a trace chunk) and
-    /// what reading the results takes, in `host run`'s order (the moment samples, merged, then
-    /// the final states; the counts). The caller's own buffers (the initial states) are not included.
+    /// the reading of its results: the statistics' 64-bit count totals (three per chain) where
+    /// the run folds its counts into them, and the larger of what the run copies back as it
+    /// goes (a count fold, a trace chunk) and what reading the results takes, in `host run`'s
+    /// order (the moment samples, merged; then the final states beside the moments; then the
+    /// three counts). The caller's own buffers (the initial states) are not included.
     pub fn host_bytes(&self, shape: Shape) -> u128 {
         let (len, batch) = (shape.len() as u128, shape.batch() as u128);
-        let totals = 3 * 8 * batch;
+        // The totals are allocated zeroed and first written at a fold, so their pages become
+        // memory only in a run longer than `COUNT_FOLD_STEPS`.
+        let folds = self.steps > COUNT_FOLD_STEPS;
+        let totals = if folds { 3 * 8 * batch } else { 0 };
+        // The device's 32-bit counts, copied back at a fold and when the counts are read.
         let fold = 4 * batch;
-        let during = fold + 4 * len * self.trace_slots(shape) as u128;
+        let during = if folds { fold } else { 0 } + 4 * len * self.trace_slots(shape) as u128;
         // Both moment samples come back only when the run ends between two boundaries of the
         // split schedule; at a boundary (the end of `--steps`, an early stop) the first holds
         // every draw.
@@ -107,10 +112,10 @@ impl RunPlan {
             Some(d) if !d.schedule.is_boundary(self.steps) => 2,
             _ => 1,
         };
-        // The moments are read first (both samples at once, merged into the first), then the
-        // final states.
+        // The moments are read first: both samples at once, the second merged into the first
+        // and dropped before the final states and the counts are read.
         let sample = 2 * 8 * len;
-        let results = (samples * sample).max(sample + 4 * len) + 3 * 8 * batch + fold;
+        let results = (samples * sample).max(sample + 4 * len + 3 * 8 * batch + fold);
         totals + during.max(results)
     }
 }

@@ -81,3 +81,44 @@ fn sizes(shape: Shape) -> (u128, u128, u128) {
         shape.dim() as u128,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use fused_mh::DiagnosticsPlan;
+    use fused_mh::diagnostics::SplitSchedule;
+    use fused_mh::limits::COUNT_FOLD_STEPS;
+
+    use super::*;
+
+    /// A GPU run's host budget at (100000, 10), 1e6 elements, against sizes counted by hand
+    /// from what `host run` holds: the initial states (4 MB) and the target (120 B) always.
+    #[test]
+    fn gpu_host_budget_is_the_results_peak() {
+        let shape = Shape::new(100_000, 10).unwrap();
+        let budget = |plan: &RunPlan| host_budget(shape, false, false, plan, (false, false));
+        let inputs = 4_000_000 + 120;
+        // Plain: the merged moments (16 MB) beside the final states (4 MB), then the three
+        // 64-bit counts (2.4 MB), each read through a 32-bit copy (0.4 MB).
+        let plain = RunPlan::new(2, 2);
+        assert_eq!(
+            budget(&plain).total(),
+            inputs + 16_000_000 + 4_000_000 + 2_800_000
+        );
+        // Ending between two boundaries of the split schedule (after 4, 8, 16, 32): both
+        // moment samples at once (32 MB), the larger.
+        let schedule = SplitSchedule::new(4).unwrap();
+        let split = RunPlan {
+            diagnostics: Some(DiagnosticsPlan {
+                superchain_size: 1,
+                until_rhat: Some(1.01),
+                min_draws: 4,
+                schedule,
+            }),
+            ..RunPlan::new(40, 4)
+        };
+        assert_eq!(budget(&split).total(), inputs + 32_000_000);
+        // Past the 32-bit counts' range the totals (2.4 MB) are written, and held throughout.
+        let long = RunPlan::new(COUNT_FOLD_STEPS + 1, 2);
+        assert_eq!(budget(&long).total(), budget(&plain).total() + 2_400_000);
+    }
+}

@@ -135,10 +135,9 @@ fn planned_and_peak(
 /// early stop, with a trace. Never more than 2 % and 1 MiB above the plan: what the plan
 /// leaves out is small (the diagnostics' per-dimension sums, the trace's write buffer), and an
 /// under-count of any large buffer (a burn-in's moments were 40 % of the peak, unplanned) is
-/// far outside. Never more than 12.5 % and 1 MiB below it: the plan is the peak, not a guess
-/// (measured on the CPU within 0.9 % on every plan; on the H200 within 2 %, except the
-/// `--until-rhat` run that reads both moment samples back: 37.9 MB used of 41.2 planned, 8 %
-/// under, for a reason not yet found).
+/// far outside. Never more than 6.25 % and 1 MiB below it: the plan is the peak, not a guess
+/// (measured within 0.4 % on the CPU on every plan, and from 4 % below to 0.1 % above on the
+/// H200: the driver's own buffers move between the tiny run and these).
 /// On the GPU the same holds for the host side of the run (the driver's own memory is in the
 /// tiny run's too).
 fn plans_match_peak_memory(on_gpu: bool) -> Result<(), Failed> {
@@ -163,7 +162,7 @@ fn plans_match_peak_memory(on_gpu: bool) -> Result<(), Failed> {
         let used = peak.saturating_sub(base);
         report.push(format!("{plan:?}: planned {planned}, used {used}"));
         let under = used > planned + planned / 50 + (1 << 20);
-        let over = planned > used + used / 8 + (1 << 20);
+        let over = planned > used + used / 16 + (1 << 20);
         if under || over {
             return Err(report.join("; ").into());
         }
