@@ -4,6 +4,7 @@
 use crate::gpu::args::StepArgs;
 use crate::gpu::noise::Noise;
 use crate::gpu::row::{LaneRow, QuadInput};
+use crate::layout;
 
 /// Where a lane's inputs for its rows come from: each row's loads are issued one row ahead
 /// ([`RowFeed::load_next`]), so they travel from memory while the row before computes
@@ -15,6 +16,17 @@ pub(crate) trait RowFeed<N: Noise, const Q: usize> {
     /// Whether a row's lanes are half its group's, each lane holding two group lanes' quads
     /// (`step::propose_resident` sums them as the group would: the bits do not change).
     const PAIRED: bool = false;
+    /// The lanes of a row of `dim` elements, and so the stride between a lane's quads: the
+    /// group's ([`RowFeed::GROUP`], else `layout::group_width(dim)`), half of them paired.
+    #[inline(always)]
+    fn row_lanes(dim: usize) -> usize {
+        let group = if Self::GROUP > 0 {
+            Self::GROUP
+        } else {
+            layout::group_width(dim)
+        };
+        if Self::PAIRED { group / 2 } else { group }
+    }
     /// Makes the row loaded by the last [`RowFeed::load_next`] the current one, then issues the
     /// loads of this lane's quads (`first_quad + k g`, `k < Q`) of the row at `offset`
     /// (nothing if `!live`). On return, the current row's quads are readable. `first_quad` is

@@ -122,13 +122,7 @@ impl<const Q: usize, const G: usize, const W: usize, const PAIRED: bool>
     #[inline(always)]
     unsafe fn at(base: u32, args: &StepArgs, first_quad: usize) -> Self {
         let lane = lane_id();
-        let group = if G > 0 {
-            G
-        } else {
-            layout::group_width(args.dim)
-        };
-        // The lanes of a row, and so the stride between a lane's quads.
-        let g = if PAIRED { group / 2 } else { group };
+        let g = <Self as RowFeed<PhiloxNoise, Q>>::row_lanes(args.dim);
         // The warp's quads of each row, from its first.
         let n_quads = layout::quads_per_row(args.dim).saturating_sub(first_quad);
         let lane_in_group = lane % g;

@@ -329,13 +329,8 @@ pub(crate) unsafe fn step_tiles<
 ) {
     // Per-dimension scales are read by the streamed rows only (the run's single steps).
     const { assert!(Q == 0 || !SCALED) };
-    let group = if F::GROUP > 0 {
-        F::GROUP
-    } else {
-        layout::group_width(args.dim)
-    };
     // The lanes of a row: the group's, or half of them paired (see `propose_resident`).
-    let g = if F::PAIRED { group / 2 } else { group };
+    let g = F::row_lanes(args.dim);
     let rows_at_once = (WARP_SIZE / g) as u32;
     let lane = lane_id();
     let (lane_in_group, group) = (lane % g, (lane / g) as u32);
