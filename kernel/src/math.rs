@@ -35,7 +35,9 @@
 //! uniforms where that cannot happen and, for the others (`u` within 2^-10 of 1, one normal
 //! pair in a thousand), uses two terms of the series `-2 ln(1 - w) = 2 w + w^2 + (2/3) w^3 +
 //! ...`, exact in `w = 1 - u` (which the transform has exactly): both computed, one kept by a
-//! select, no branch. The GPU's normals stay within the 4.5e-6 above (the unit tests bound it
+//! select, no branch. It takes `v = 1 + w`, the uniform's bits before their subtraction, and
+//! forms the rest from it: `1 - w = 2 - v` and `2 w + w^2 = v^2 - 1`, each in one
+//! instruction. The GPU's normals stay within the 4.5e-6 above (the unit tests bound it
 //! for an `lg2` off by 2^-22 everywhere; a GPU test checks the real one at every uniform); the
 //! CPU keeps the polynomial, so the reference is unchanged, and the chain stays exact either
 //! way: the proposal is symmetric whatever the normals are.
@@ -124,33 +126,39 @@ fn scaled_ln_normal(x: f32, scale: f32) -> f32 {
 pub const SERIES_BELOW: f32 = 1.0 / 1024.0;
 
 /// `-2 ln(1 - w)`, the Box–Muller radius squared, for `w = k 2^-23`, `0 <= k < 2^23` (a
-/// [`crate::rng::uniform`]), with the logarithm from `log2` (the GPU's SFU): `-2 ln 2 *
-/// log2(1 - w)`, or for `w` below [`SERIES_BELOW`] the series `w (2 + w)` (see the module
-/// docs). `1 - w` is exact for every such `w`.
+/// [`crate::rng::uniform`]), given as `v = 1 + w` ([`crate::rng::one_plus_uniform`]), with the
+/// logarithm from `log2` (the GPU's SFU): `-2 ln 2 * log2(2 - v)`, or for `w` below
+/// [`SERIES_BELOW`] the series `w (2 + w)` (see the module docs).
+///
+/// Both are formed from `v` with no rounding that `w` would not have: `2 - v = 1 - w`
+/// exactly (a multiple of 2^-23 in `(0, 1]`), and `fma(v, v, -1)` rounds the real `v^2 - 1 =
+/// w^2 + 2 w` once, the bits of `fma(w, w, w + w)`; `v < 1 + 2^-10` is `w < 2^-10`. From `w`
+/// the same values took three more instructions: `v - 1`, `1 - w` and `w + w`.
 #[inline(always)]
-pub fn minus_two_ln_complement_with(w: f32, log2: impl Fn(f32) -> f32) -> f32 {
-    let far = log2(1.0 - w) * (-2.0 * LN2);
-    let near = fma(w, w, w + w);
+pub fn minus_two_ln_complement_with(v: f32, log2: impl Fn(f32) -> f32) -> f32 {
+    let far = log2(2.0 - v) * (-2.0 * LN2);
+    let near = fma(v, v, -1.0);
     // A select, not a branch (LLVM would otherwise branch around the SFU's path): both values
     // are a few instructions, and a branch that one lane in a thousand takes the other way
     // costs the warp more.
-    core::hint::select_unpredictable(w < SERIES_BELOW, near, far)
+    core::hint::select_unpredictable(v < 1.0 + SERIES_BELOW, near, far)
 }
 
-/// `-2 ln(1 - w)` for the `w` of [`minus_two_ln_complement_with`]: on the CPU the polynomial,
-/// [`minus_two_ln_normal`]`(1 - w)`, the reference's bits.
+/// `-2 ln(1 - w)` for the `v = 1 + w` of [`minus_two_ln_complement_with`]: on the CPU the
+/// polynomial, [`minus_two_ln_normal`]`(1 - w)` (`2 - v`, the same value), the reference's bits.
 #[cfg(not(target_arch = "nvptx64"))]
 #[inline(always)]
-pub fn minus_two_ln_complement(w: f32) -> f32 {
-    minus_two_ln_normal(1.0 - w)
+pub fn minus_two_ln_complement(v: f32) -> f32 {
+    minus_two_ln_normal(2.0 - v)
 }
 
-/// `-2 ln(1 - w)` for the `w` of [`minus_two_ln_complement_with`]: on the GPU the SFU's `lg2`
-/// with the series near `w = 0`, within `3.8e-6 / r` of the CPU's in a normal of radius `r`.
+/// `-2 ln(1 - w)` for the `v = 1 + w` of [`minus_two_ln_complement_with`]: on the GPU the SFU's
+/// `lg2` with the series near `w = 0`, within `3.8e-6 / r` of the CPU's in a normal of radius
+/// `r`.
 #[cfg(target_arch = "nvptx64")]
 #[inline(always)]
-pub fn minus_two_ln_complement(w: f32) -> f32 {
-    minus_two_ln_complement_with(w, log2)
+pub fn minus_two_ln_complement(v: f32) -> f32 {
+    minus_two_ln_complement_with(v, log2)
 }
 
 /// `e^x`, the same bits on GPU and CPU, within 2 ulp (a test checks it against f64 over the
@@ -308,6 +316,23 @@ mod tests {
         assert!(minus_two_ln_normal(1.0) == 0.0 && ln_normal(1.0) == 0.0);
     }
 
+    /// The radius from `v = 1 + w` is bit for bit the radius from `w` (the series `fma(w, w,
+    /// w + w)`, the logarithm's argument `1 - w`, the choice `w < 2^-10`), at every uniform
+    /// the transform uses, for an `lg2` that is libm's.
+    #[test]
+    fn the_radius_from_one_plus_w_is_the_radius_from_w() {
+        for k in 0..1u32 << 23 {
+            let w = k as f32 / 8_388_608.0;
+            let from_w = if w < SERIES_BELOW {
+                fma(w, w, w + w)
+            } else {
+                libm::log2f(1.0 - w) * (-2.0 * LN2)
+            };
+            let got = minus_two_ln_complement_with(1.0 + w, libm::log2f);
+            assert_eq!(got.to_bits(), from_w.to_bits(), "w = {w}");
+        }
+    }
+
     /// The GPU's radius with its `lg2` replaced by libm's off by 2^-22 (the SFU's absolute
     /// error) either way, at every uniform the transform uses: within 3.8e-6 of f64's radius
     /// (the bound of [`SERIES_BELOW`]), so with the angle's error a normal stays within the
@@ -321,7 +346,7 @@ mod tests {
             for k in 0..1u32 << 23 {
                 let w = k as f32 / 8_388_608.0;
                 let exact = (-2.0 * (1.0 - f64::from(w)).ln()).sqrt();
-                let got = f64::from(minus_two_ln_complement_with(w, off)).sqrt();
+                let got = f64::from(minus_two_ln_complement_with(1.0 + w, off)).sqrt();
                 if (got - exact).abs() > worst.0 {
                     worst = ((got - exact).abs(), w);
                 }

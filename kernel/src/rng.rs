@@ -50,7 +50,14 @@ pub fn counter(quad: u32, row: u32, step: u64) -> Ctr {
 /// A uniform on `[0, 1)` from the top 23 bits of `bits`: one of the 2^23 values `k * 2^-23`.
 #[inline(always)]
 pub fn uniform(bits: u32) -> f32 {
-    f32::from_bits(ONE_BITS | (bits >> 9)) - 1.0
+    one_plus_uniform(bits) - 1.0
+}
+
+/// `1 +` [`uniform`]`(bits)`, exactly: one of the 2^23 values `1 + k * 2^-23` on `[1, 2)`,
+/// the bits alone, before the subtraction (what the normal transform's radius takes).
+#[inline(always)]
+pub fn one_plus_uniform(bits: u32) -> f32 {
+    f32::from_bits(ONE_BITS | (bits >> 9))
 }
 
 /// `3 pi` rounded to f32 (the tie goes to even, 2^-22 below `3 * PI`).
@@ -73,8 +80,8 @@ pub fn uniform_angle(bits: u32) -> f32 {
 /// `r = sqrt(-2 ln u1)`, `theta` uniform on `[-pi, pi]`, normals `(r cos theta, r sin theta)`.
 ///
 /// `u1 = 1 - w` for the uniform `w` of `a`, on `(0, 1]` so that its logarithm is finite; the
-/// radius squared comes from [`math::minus_two_ln_complement`], which takes `w` itself (exact
-/// near `u1 = 1`, where the GPU's fast logarithm needs it). The angle is centred on `[-pi,
+/// radius squared comes from [`math::minus_two_ln_complement`], which takes `1 + w` (exact,
+/// and `w` is exact near `u1 = 1`, where the GPU's fast logarithm needs it). The angle is centred on `[-pi,
 /// pi]`, the range where the GPU's `sin/cos.approx` are most accurate. With 23-bit uniforms,
 /// `u1 >= 2^-23`, so `|z| <= sqrt(2 * 23 ln 2) ~= 5.65`: the tails beyond 5.65 standard
 /// deviations (probability 1.6e-8) are cut off, which no test of a few million draws can see
@@ -84,12 +91,12 @@ pub fn box_muller(a: u32, b: u32) -> [f32; 2] {
     box_muller_with(a, b, math::minus_two_ln_complement)
 }
 
-/// [`box_muller`] with the radius squared `-2 ln(1 - w)` from `minus_two_ln_complement`: the
-/// lessons compare the GPU's fast logarithm with the CPU's polynomial
-/// ([`math::minus_two_ln_normal`]) on the GPU itself.
+/// [`box_muller`] with the radius squared `-2 ln(1 - w)` from `minus_two_ln_complement` (given
+/// `1 + w`, as [`math::minus_two_ln_complement`]): the lessons compare the GPU's fast
+/// logarithm with the CPU's polynomial ([`math::minus_two_ln_normal`]) on the GPU itself.
 #[inline(always)]
 pub fn box_muller_with(a: u32, b: u32, minus_two_ln_complement: impl Fn(f32) -> f32) -> [f32; 2] {
-    let r = math::sqrt(minus_two_ln_complement(uniform(a)));
+    let r = math::sqrt(minus_two_ln_complement(one_plus_uniform(a)));
     let theta = uniform_angle(b);
     [r * math::cos(theta), r * math::sin(theta)]
 }

@@ -157,11 +157,11 @@ macro_rules! fused_steps_entry_point {
 }
 pub(crate) use fused_steps_entry_point;
 
-/// The CPU reference's `-2 ln(1 - w)`: the polynomial logarithm of `1 - w`, exact for every
-/// uniform `w`.
+/// The CPU reference's `-2 ln(1 - w)` from `v = 1 + w` (as [`math::minus_two_ln_complement`]
+/// takes it): the polynomial logarithm of `2 - v = 1 - w`, exact for every uniform `w`.
 #[inline(always)]
-fn polynomial(w: f32) -> f32 {
-    math::minus_two_ln_normal(1.0 - w)
+fn polynomial(v: f32) -> f32 {
+    math::minus_two_ln_normal(2.0 - v)
 }
 
 fused_steps_entry_point!(lesson11_fused_steps_q2, 2, 256, polynomial);
