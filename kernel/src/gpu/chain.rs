@@ -5,7 +5,6 @@ use crate::gpu::device::memory::store_quad;
 use crate::gpu::device::sfu::{count_not_finite, count_zero};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::{ballot_decision, group_sum, segment_total, shfl_idx, shfl_xor};
-use crate::gpu::step::accept_sum;
 use crate::layout::{self, QUAD, WARP_SIZE};
 use crate::math::fma;
 use crate::mh;
@@ -250,7 +249,9 @@ pub(crate) unsafe fn chain_rows<
                             .row_uniform(row as u32),
                     ))
                 } else {
-                    0.0
+                    // A row past the batch never accepts: no sum is below -inf (NaN neither),
+                    // so the decision needs no test of `live` a step.
+                    f32::NEG_INFINITY
                 };
             }
             let slot = RowSlot {
@@ -305,14 +306,17 @@ pub(crate) unsafe fn chain_rows<
                 if SPLIT {
                     let total =
                         T::row_total(split_sum::<T>(partial, xs[0], ps[0], &first_target, g));
-                    (ballot_decision(accept_sum(total, slot), decider_bit), total)
+                    (
+                        ballot_decision(mh::below_threshold(total, slot.threshold), decider_bit),
+                        total,
+                    )
                 } else {
                     // Paired: the tree's first level, lane j's sum plus lane j + g / 2's.
                     if PAIRED {
                         partial += partner;
                     }
                     let total = T::row_total(group_sum(partial, lanes));
-                    (accept_sum(total, slot), total)
+                    (mh::below_threshold(total, slot.threshold), total)
                 }
             };
             if accept {
