@@ -80,9 +80,9 @@ pub fn uniform_angle(bits: u32) -> f32 {
 /// `r = sqrt(-2 ln u1)`, `theta` uniform on `[-pi, pi]`, normals `(r cos theta, r sin theta)`.
 ///
 /// `u1 = 1 - w` for the uniform `w` of `a`, on `(0, 1]` so that its logarithm is finite; the
-/// radius squared comes from [`math::minus_two_ln_complement`], which takes `1 + w` (exact,
-/// and `w` is exact near `u1 = 1`, where the GPU's fast logarithm needs it). The angle is centred on `[-pi,
-/// pi]`, the range where the GPU's `sin/cos.approx` are most accurate. With 23-bit uniforms,
+/// radius squared comes from [`math::minus_two_ln_complement`], which takes `1 + w` (exact, and
+/// `w` is exact near `u1 = 1`, where the GPU's fast logarithm needs it). The angle is centred on
+/// `[-pi, pi]`, the range where the GPU's `sin/cos.approx` are most accurate. With 23-bit uniforms,
 /// `u1 >= 2^-23`, so `|z| <= sqrt(2 * 23 ln 2) ~= 5.65`: the tails beyond 5.65 standard
 /// deviations (probability 1.6e-8) are cut off, which no test of a few million draws can see
 /// and no MCMC proposal cares about.

@@ -117,8 +117,8 @@ pub(crate) struct ChainArgs {
 /// # Safety
 /// As [`step_tiles`] for a variant with `Q >= quads_per_lane(dim)` (`PAIRED`: `Q / 2 >=
 /// quads_per_lane(dim)` and `group_width(dim) >= 2`), `x_new == x` (updated in place: each
-/// row is read and written by the lanes that own it), the buffers of
-/// [`ChainArgs`] as long as it says, and every trace slot written inside the buffer.
+/// row is read and written by the lanes that own it), the buffers of [`ChainArgs`] as long as
+/// it says, and every trace slot written inside the buffer.
 #[inline(always)]
 pub(crate) unsafe fn chain_rows<
     T: Target,
@@ -134,8 +134,7 @@ pub(crate) unsafe fn chain_rows<
 ) {
     const { assert!(!(SPLIT && PAIRED) && (!PAIRED || Q.is_multiple_of(2))) };
     let g = layout::group_width(args.dim);
-    // Lanes per row: the group's `g`, `2 g` with its quads split (see `split_sum`), or `g / 2`
-    // paired.
+    // Lanes per row: the group's `g`, `2 g` split (see `split_sum`), or `g / 2` paired.
     let lanes = if SPLIT {
         2 * g
     } else if PAIRED {
@@ -249,8 +248,7 @@ pub(crate) unsafe fn chain_rows<
                             .row_uniform(row as u32),
                     ))
                 } else {
-                    // A row past the batch never accepts: no sum is below -inf (NaN neither),
-                    // so the decision needs no test of `live` a step.
+                    // A row past the batch never accepts: no sum is below -inf, NaN neither.
                     f32::NEG_INFINITY
                 };
             }
