@@ -64,7 +64,7 @@ sanitize)
   for tool in memcheck racecheck; do
     for c in $cases $target_cases $diag_cases; do
       log="$out/sanitize-$tool-${c//:/_}.log"
-      # The GPU test binary that has this case (gpu, gpu_runs, gpu_diagnostics).
+      # The GPU test binary that has this case (gpu, gpu_runs, gpu_traces, gpu_diagnostics).
       binary=$(for b in .gpu/bin/test-test-gpu*; do
         "$b" --list 2>/dev/null | grep -qx "$c: test" && echo "$b"; done | head -1)
       compute-sanitizer --tool "$tool" --error-exitcode 9 "$binary" --exact "$c" >"$log" 2>&1

@@ -1,7 +1,7 @@
 //! The fused K-step run on a real GPU: K fused steps against K single steps and the CPU
-//! reference, the per-dimension scales, the non-finite counts, the moments and the trace
-//! against two passes over the trace, the hand-over to the host. A `harness = false` test
-//! like `gpu.rs`: without a GPU every test reports ignored.
+//! reference, the per-dimension scales, the non-finite counts, the hand-over to the host (the
+//! trace and the moments: `gpu_traces.rs`). A `harness = false` test like `gpu.rs`: without a
+//! GPU every test reports ignored.
 
 use std::process::ExitCode;
 
@@ -12,7 +12,6 @@ use rand::Rng;
 mod support;
 
 use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng};
-use support::two_pass;
 
 /// Small batches (the split kernels), batches of one lane group per row, and large batches
 /// (the paired kernels: 70000 x 64 and up), with rows of 12 (one lane per row paired), 30 and
@@ -321,86 +320,6 @@ fn nonfinite_counts_are_exact(batch: usize, dim: usize) -> Result<(), Failed> {
     Ok(())
 }
 
-/// `Gpu::run` with the moments and a trace of every state (thin = 1, in small chunks): the
-/// running moments equal a two-pass computation over the trace, the trace equals single steps,
-/// and its last state is the final state. Several launches (K < steps) and chunks (3 states
-/// per chunk) per run; dims for q2, q8 and the single-step fallback.
-fn moments_and_trace(batch: usize, dim: usize) -> Result<(), Failed> {
-    let gpu = open()?;
-    let seed = (batch + dim) as u64;
-    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
-    let config = StepConfig::new(step_size, seed)?;
-    let target_dev = gpu.upload_target(&target)?;
-    let mut chains = gpu.upload_chains(&x, shape)?;
-    let mut stats = gpu.new_stats(shape, true)?;
-    let plan = fused_mh::RunPlan {
-        thin: 1,
-        trace_buffer_bytes: 3 * 4 * shape.len(),
-        ..fused_mh::RunPlan::new(40, 16)
-    };
-    let mut trace = Vec::new();
-    let mut next_first = 0;
-    let mut reports = 0;
-    gpu.run(
-        &mut chains,
-        &target_dev,
-        &config,
-        &plan,
-        &mut stats,
-        &mut |_: &fused_mh::Progress<'_>| {
-            reports += 1;
-            Ok(())
-        },
-        &mut |chunk| {
-            assert_eq!(chunk.first, next_first, "trace chunks out of order");
-            next_first += (chunk.states.len() / shape.len()) as u64;
-            trace.extend_from_slice(chunk.states);
-            Ok(())
-        },
-    )?;
-    let len = shape.len();
-    if trace.len() != 40 * len || reports == 0 {
-        return Err(format!("trace holds {} states, not 40", trace.len() / len).into());
-    }
-    if trace[39 * len..] != chains.x()?[..] {
-        return Err("the last saved state is not the final state".into());
-    }
-    // The same run as single steps: every saved state, bit for bit.
-    let mut single = gpu.upload_chains(&x, shape)?;
-    for s in 0..40 {
-        gpu.step(&mut single, &target_dev, &config)?;
-        if single.x()?[..] != trace[s * len..(s + 1) * len] {
-            return Err(format!("saved state {s} differs from single step {s}").into());
-        }
-    }
-    let (mean, var) = two_pass(&trace, len);
-    let (got_mean, got_var) = (
-        stats.means()?.ok_or("no means")?,
-        stats.variances()?.ok_or("no variances")?,
-    );
-    // The running moments accumulate each launch's 16 steps in f32 (relative rounding
-    // ~16 * 2^-24 ~ 1e-6) and merge in f64: allow 1e-5 relative to the values' scale, and for
-    // the variance 1e-4 of itself plus 1e-5 of the squared scale (the f32 states themselves
-    // carry 2^-24 relative error).
-    for i in 0..len {
-        let scale = 1.0 + mean[i].abs();
-        if (got_mean[i] - mean[i]).abs() > 1e-5 * scale
-            || (got_var[i] - var[i]).abs() > 1e-4 * var[i] + 1e-5 * scale * scale
-        {
-            return Err(format!(
-                "element {i}: mean {} vs two-pass {}, variance {} vs {}",
-                got_mean[i], mean[i], got_var[i], var[i]
-            )
-            .into());
-        }
-    }
-    let counts = stats.accepted_counts()?;
-    if counts.iter().any(|&c| c > 40) || stats.steps() != 40 {
-        return Err("accepted counts beyond the number of steps".into());
-    }
-    Ok(())
-}
-
 /// A run's hand-over to the host, as Python's `run` does it: a snapshot of the first rows taken
 /// before the run and downloaded on another thread during it holds the starting states bit for
 /// bit, and the three counts written into touched memory equal the counts read one by one.
@@ -465,10 +384,6 @@ fn main() -> ExitCode {
             name,
             Box::new(move || fused_equals_single_steps(batch, dim, k)),
         );
-    }
-    for (batch, dim) in [(300, 64), (40, 333), (6, 1030)] {
-        let name = format!("moments_and_trace::{batch}x{dim}");
-        add(name, Box::new(move || moments_and_trace(batch, dim)));
     }
     for (batch, dim) in SCALED_SHAPES {
         let name = format!("scales_of_one_change_nothing::{batch}x{dim}");

@@ -1,0 +1,173 @@
+//! The fused run's thinned trace and running moments on a real GPU: every saved state against
+//! single steps, the moments against two passes over the trace. A `harness = false` test like
+//! `gpu.rs`: without a GPU every test reports ignored.
+
+use std::process::ExitCode;
+
+use fused_mh::{RunPlan, StepConfig};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+mod support;
+
+use support::problems::{open, random_problem};
+use support::two_pass;
+
+/// `Gpu::run` with the moments and a trace of every state (thin = 1, in small chunks): the
+/// running moments equal a two-pass computation over the trace, the trace equals single steps,
+/// and its last state is the final state. Several launches (K < steps) and chunks (3 states
+/// per chunk) per run; dims for q2, q8 and the single-step fallback.
+fn moments_and_trace(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let seed = (batch + dim) as u64;
+    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
+    let config = StepConfig::new(step_size, seed)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let plan = fused_mh::RunPlan {
+        thin: 1,
+        trace_buffer_bytes: 3 * 4 * shape.len(),
+        ..fused_mh::RunPlan::new(40, 16)
+    };
+    let mut trace = Vec::new();
+    let mut next_first = 0;
+    let mut reports = 0;
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut stats,
+        &mut |_: &fused_mh::Progress<'_>| {
+            reports += 1;
+            Ok(())
+        },
+        &mut |chunk| {
+            assert_eq!(chunk.first, next_first, "trace chunks out of order");
+            next_first += (chunk.states.len() / shape.len()) as u64;
+            trace.extend_from_slice(chunk.states);
+            Ok(())
+        },
+    )?;
+    let len = shape.len();
+    if trace.len() != 40 * len || reports == 0 {
+        return Err(format!("trace holds {} states, not 40", trace.len() / len).into());
+    }
+    if trace[39 * len..] != chains.x()?[..] {
+        return Err("the last saved state is not the final state".into());
+    }
+    // The same run as single steps: every saved state, bit for bit.
+    let mut single = gpu.upload_chains(&x, shape)?;
+    for s in 0..40 {
+        gpu.step(&mut single, &target_dev, &config)?;
+        if single.x()?[..] != trace[s * len..(s + 1) * len] {
+            return Err(format!("saved state {s} differs from single step {s}").into());
+        }
+    }
+    let (mean, var) = two_pass(&trace, len);
+    let (got_mean, got_var) = (
+        stats.means()?.ok_or("no means")?,
+        stats.variances()?.ok_or("no variances")?,
+    );
+    // The running moments accumulate each launch's 16 steps in f32 (relative rounding
+    // ~16 * 2^-24 ~ 1e-6) and merge in f64: allow 1e-5 relative to the values' scale, and for
+    // the variance 1e-4 of itself plus 1e-5 of the squared scale (the f32 states themselves
+    // carry 2^-24 relative error).
+    for i in 0..len {
+        let scale = 1.0 + mean[i].abs();
+        if (got_mean[i] - mean[i]).abs() > 1e-5 * scale
+            || (got_var[i] - var[i]).abs() > 1e-4 * var[i] + 1e-5 * scale * scale
+        {
+            return Err(format!(
+                "element {i}: mean {} vs two-pass {}, variance {} vs {}",
+                got_mean[i], mean[i], got_var[i], var[i]
+            )
+            .into());
+        }
+    }
+    let counts = stats.accepted_counts()?;
+    if counts.iter().any(|&c| c > 40) || stats.steps() != 40 {
+        return Err("accepted counts beyond the number of steps".into());
+    }
+    Ok(())
+}
+
+/// A trace of every `thin`-th state in launches of `k` steps, `k` not a multiple of `thin`, so
+/// each launch's first save falls on another of its steps (and, with `thin` odd, inside a round
+/// of the kernel's shared uniforms): every saved state equals the single steps' state after
+/// that step, bit for bit, and the run's final states the single steps' last.
+fn thinned_trace_equals_single_steps(
+    batch: usize,
+    dim: usize,
+    thin: u64,
+    k: u32,
+) -> Result<(), Failed> {
+    let gpu = open()?;
+    let seed = (3 * batch + dim) as u64;
+    let (shape, x, target, step_size) = random_problem(batch, dim, seed);
+    let config = StepConfig::new(step_size, seed)?;
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let mut stats = gpu.new_stats(shape, false)?;
+    let (len, saves) = (shape.len(), 8);
+    let plan = RunPlan {
+        thin,
+        trace_buffer_bytes: 2 * 4 * len,
+        ..RunPlan::new(saves * thin, k)
+    };
+    let mut trace = Vec::new();
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut stats,
+        &mut |_| Ok(()),
+        &mut |chunk| {
+            trace.extend_from_slice(chunk.states);
+            Ok(())
+        },
+    )?;
+    if trace.len() != saves as usize * len {
+        return Err(format!("trace holds {} states, not {saves}", trace.len() / len).into());
+    }
+    let mut single = gpu.upload_chains(&x, shape)?;
+    for step in 1..=saves * thin {
+        gpu.step(&mut single, &target_dev, &config)?;
+        if step % thin == 0 {
+            let slot = (step / thin - 1) as usize;
+            if single.x()?[..] != trace[slot * len..(slot + 1) * len] {
+                return Err(format!("saved state {slot} differs from single step {step}").into());
+            }
+        }
+    }
+    if single.x()? != chains.x()? {
+        return Err("the run's final states differ from the single steps'".into());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let gpu_present = support::gpu_present("GPU trace tests");
+    let mut trials = Vec::new();
+    let mut add = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
+        trials.push(Trial::test(name, f).with_ignored_flag(!gpu_present))
+    };
+    for (batch, dim) in [(300, 64), (40, 333), (6, 1030)] {
+        let name = format!("moments_and_trace::{batch}x{dim}");
+        add(name, Box::new(move || moments_and_trace(batch, dim)));
+    }
+    // The split (300 x 64), one-group (40000 x 64), paired (70000 x 64), Q8 (40 x 333) kernels
+    // and the single-step fallback (6 x 1030); thin 3 in launches of 7, thin 5 in launches of 2.
+    for (batch, dim) in [(300, 64), (40000, 64), (70000, 64), (40, 333), (6, 1030)] {
+        for (thin, k) in [(3, 7), (5, 2)] {
+            let name = format!("thinned_trace_equals_single_steps::{batch}x{dim}::thin{thin}k{k}");
+            add(
+                name,
+                Box::new(move || thinned_trace_equals_single_steps(batch, dim, thin, k)),
+            );
+        }
+    }
+    libtest_mimic::run(&args, trials).exit_code()
+}
