@@ -4,13 +4,45 @@
 
 use std::process::ExitCode;
 
-use fused_mh::{RunPlan, StepConfig};
+use fused_mh::{ChainStats, DeviceChains, DeviceTarget, Gpu, RunPlan, StepConfig};
 use libtest_mimic::{Arguments, Failed, Trial};
 
 mod support;
 
 use support::problems::{open, random_problem};
 use support::two_pass;
+
+/// `Gpu::run` of `plan`, the trace collected: its states in order (a chunk out of order fails
+/// the test), and how many progress reports came.
+fn run_with_trace(
+    gpu: &Gpu,
+    chains: &mut DeviceChains,
+    target: &DeviceTarget,
+    config: &StepConfig,
+    plan: &RunPlan,
+    stats: &mut ChainStats,
+) -> Result<(Vec<f32>, usize), Failed> {
+    let len = chains.shape().len();
+    let (mut trace, mut reports, mut next_first) = (Vec::new(), 0, 0);
+    gpu.run(
+        chains,
+        target,
+        config,
+        plan,
+        stats,
+        &mut |_| {
+            reports += 1;
+            Ok(())
+        },
+        &mut |chunk| {
+            assert_eq!(chunk.first, next_first, "trace chunks out of order");
+            next_first += (chunk.states.len() / len) as u64;
+            trace.extend_from_slice(chunk.states);
+            Ok(())
+        },
+    )?;
+    Ok((trace, reports))
+}
 
 /// `Gpu::run` with the moments and a trace of every state (thin = 1, in small chunks): the
 /// running moments equal a two-pass computation over the trace, the trace equals single steps,
@@ -24,31 +56,13 @@ fn moments_and_trace(batch: usize, dim: usize) -> Result<(), Failed> {
     let target_dev = gpu.upload_target(&target)?;
     let mut chains = gpu.upload_chains(&x, shape)?;
     let mut stats = gpu.new_stats(shape, true)?;
-    let plan = fused_mh::RunPlan {
+    let plan = RunPlan {
         thin: 1,
         trace_buffer_bytes: 3 * 4 * shape.len(),
-        ..fused_mh::RunPlan::new(40, 16)
+        ..RunPlan::new(40, 16)
     };
-    let mut trace = Vec::new();
-    let mut next_first = 0;
-    let mut reports = 0;
-    gpu.run(
-        &mut chains,
-        &target_dev,
-        &config,
-        &plan,
-        &mut stats,
-        &mut |_: &fused_mh::Progress<'_>| {
-            reports += 1;
-            Ok(())
-        },
-        &mut |chunk| {
-            assert_eq!(chunk.first, next_first, "trace chunks out of order");
-            next_first += (chunk.states.len() / shape.len()) as u64;
-            trace.extend_from_slice(chunk.states);
-            Ok(())
-        },
-    )?;
+    let (trace, reports) =
+        run_with_trace(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats)?;
     let len = shape.len();
     if trace.len() != 40 * len || reports == 0 {
         return Err(format!("trace holds {} states, not 40", trace.len() / len).into());
@@ -115,19 +129,7 @@ fn thinned_trace_equals_single_steps(
         trace_buffer_bytes: 2 * 4 * len,
         ..RunPlan::new(saves * thin, k)
     };
-    let mut trace = Vec::new();
-    gpu.run(
-        &mut chains,
-        &target_dev,
-        &config,
-        &plan,
-        &mut stats,
-        &mut |_| Ok(()),
-        &mut |chunk| {
-            trace.extend_from_slice(chunk.states);
-            Ok(())
-        },
-    )?;
+    let (trace, _) = run_with_trace(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats)?;
     if trace.len() != saves as usize * len {
         return Err(format!("trace holds {} states, not {saves}", trace.len() / len).into());
     }
