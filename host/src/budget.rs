@@ -110,7 +110,8 @@ pub fn free_host_memory() -> u64 {
 /// buffers of later phases then come from its heap, which keeps what one phase freed and
 /// cannot hand it to a larger buffer of the next: measured on the H200, a GPU run with a
 /// burn-in or a warm-up peaked 6-9 % above its plan, and 1.4-5 % below it with the threshold
-/// fixed here (bench/NOTES.md, issue 22, fifteenth part). Elsewhere nothing: other allocators keep their own.
+/// fixed here (bench/NOTES.md, issue 22, fifteenth part). Elsewhere nothing: other allocators
+/// keep their own.
 pub fn return_freed_buffers_to_the_system() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `mallopt` sets one parameter of the allocator, which takes its lock to do so;

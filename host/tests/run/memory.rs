@@ -136,10 +136,9 @@ fn planned_and_peak(
 /// leaves out is small (the diagnostics' per-dimension sums, the trace's write buffer), and an
 /// under-count of any large buffer (a burn-in's moments were 40 % of the peak, unplanned) is
 /// far outside. Never more than 6.25 % and 1 MiB below it: the plan is the peak, not a guess
-/// (measured within 0.4 % on the CPU on every plan, and 1.4 to 5 % below it on the H200, where
-/// the driver's host memory is part of both the tiny run's peak and these).
-/// On the GPU the same holds for the host side of the run (the driver's own memory is in the
-/// tiny run's too).
+/// (measured within 0.4 % on the CPU on every plan, and 1.4 to 5 % below it on the H200). On
+/// the GPU this is the host side of the run: the driver's own host memory is in the tiny run's
+/// peak too.
 fn plans_match_peak_memory(on_gpu: bool) -> Result<(), Failed> {
     let dir = scratch(if on_gpu { "peak-rss-gpu" } else { "peak-rss" });
     let tiny = ["--batch", "2", "--dim", "2", "--steps", "2"];
