@@ -9,13 +9,16 @@
 //! 128-byte file that claims to hold 2^64 elements is an error at once, and the caller can
 //! check the sizes against the free memory before [`read_f32`] allocates anything.
 
+mod header;
+
 use std::cell::RefCell;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, ErrorKind, Read, Seek, Write};
+use std::io::{BufReader, BufWriter, ErrorKind, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use anyhow::{Context, Result, anyhow, bail};
+use header::{header_text, parse_error_line, raw_shape};
 use npyz::{
     AutoSerialize, DType, Endianness, NpyFile, NpyHeader, Order, TypeChar, TypeStr, WriterBuilder,
 };
@@ -70,8 +73,10 @@ fn open_plain(path: &Path) -> Result<(Header, TypeStr, NpyFile<BufReader<File>>)
     reader
         .rewind()
         .with_context(|| format!("cannot read {name}"))?;
-    let header = NpyHeader::from_reader(&mut reader)
-        .map_err(|e| anyhow!("{name} is not a valid .npy file (or its header is cut off): {e}"))?;
+    let header = NpyHeader::from_reader(&mut reader).map_err(|e| {
+        let why = parse_error_line(&e.to_string());
+        anyhow!("{name} is not a valid .npy file (or its header is cut off): {why}")
+    })?;
     let header_len = reader
         .stream_position()
         .with_context(|| format!("cannot read {name}"))?;
@@ -137,91 +142,6 @@ fn open(path: &Path) -> Result<(Header, NpyFile<BufReader<File>>)> {
 /// [`probe`] checks: a valid header, C order, exactly the data it promises.
 pub fn shape(path: &Path) -> Result<Vec<usize>> {
     Ok(open_plain(path)?.0.shape)
-}
-
-/// The longest header read, as NumPy's own reader allows (`np.load`'s `max_header_size`).
-const MAX_HEADER_LEN: u64 = 10_000;
-
-/// How deep brackets nest in the header of a plain float array: the dictionary and the shape's
-/// tuple. Deeper nesting is a structured dtype (refused anyway), and is refused here before a
-/// parser sees it: parsers of Python literals backtrack, and their time grows exponentially
-/// with the depth.
-const MAX_HEADER_DEPTH: usize = 2;
-
-/// The header's text, read and checked in time linear in its length: the magic string, a
-/// length that the file holds and that is at most [`MAX_HEADER_LEN`], UTF-8, and brackets
-/// nested at most [`MAX_HEADER_DEPTH`] deep outside quotes. The error says what is wrong, to
-/// follow the file's name.
-fn header_text(reader: &mut impl Read, file_len: u64) -> Result<String, String> {
-    let invalid = || "is not a valid .npy file (or its header is cut off)".to_string();
-    let mut pre = [0u8; 12];
-    reader.read_exact(&mut pre[..10]).map_err(|_| invalid())?;
-    if &pre[..6] != b"\x93NUMPY" {
-        return Err(invalid());
-    }
-    // Version 1 stores the header's length in 2 bytes, versions 2 and 3 in 4.
-    let len = if pre[6] == 1 {
-        u64::from(u16::from_le_bytes([pre[8], pre[9]]))
-    } else {
-        reader.read_exact(&mut pre[10..]).map_err(|_| invalid())?;
-        u64::from(u32::from_le_bytes([pre[8], pre[9], pre[10], pre[11]]))
-    };
-    if len > MAX_HEADER_LEN {
-        return Err(format!(
-            "has a header of {len} bytes; a float32 or float64 array's header is under \
-             {MAX_HEADER_LEN} (NumPy's own limit)"
-        ));
-    }
-    if len > file_len {
-        return Err(invalid());
-    }
-    let mut bytes = vec![0u8; len as usize];
-    reader.read_exact(&mut bytes).map_err(|_| invalid())?;
-    let text = String::from_utf8(bytes).map_err(|_| invalid())?;
-    let (mut depth, mut quote, mut escaped) = (0usize, None, false);
-    for c in text.chars() {
-        match (quote, c) {
-            (Some(_), _) if escaped => escaped = false,
-            (Some(_), '\\') => escaped = true,
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '\'' | '"') => quote = Some(c),
-            (None, '(' | '[' | '{') => {
-                depth += 1;
-                if depth > MAX_HEADER_DEPTH {
-                    return Err(format!(
-                        "has a header nested more than {MAX_HEADER_DEPTH} brackets deep (a \
-                         structured dtype); fused-mh reads float32 or float64"
-                    ));
-                }
-            }
-            (None, ')' | ']' | '}') => depth = depth.saturating_sub(1),
-            (None, _) => {}
-        }
-    }
-    Ok(text)
-}
-
-/// The shape in a `.npy` header, read on its own: `npyz` multiplies the dimensions without
-/// checking for overflow, so a shape whose product overflows is caught here first. `None`
-/// where the header is not readable (`npyz` then says why).
-fn raw_shape(text: &str) -> Option<Vec<u64>> {
-    let dict: py_literal::Value = text.trim().parse().ok()?;
-    let py_literal::Value::Dict(entries) = dict else {
-        return None;
-    };
-    let (_, shape) = entries
-        .iter()
-        .find(|(k, _)| matches!(k, py_literal::Value::String(s) if s == "shape"))?;
-    let (py_literal::Value::Tuple(dims) | py_literal::Value::List(dims)) = shape else {
-        return None;
-    };
-    dims.iter()
-        .map(|d| match d {
-            py_literal::Value::Integer(n) => u64::try_from(n).ok(),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Reads a float32 or float64 `.npy` file (little-endian, C order), checked as [`probe`] does.
