@@ -190,6 +190,17 @@ pub fn expect_code(out: &Output, code: i32, what: &str) -> Result<String, Failed
     Ok(stderr)
 }
 
+/// Whether `stderr` ends in the program's one line of error (`error: ...`), the only one,
+/// after any notes: the program's promise for exit code 1 (`host/src/lib.rs`).
+pub fn one_error_line(stderr: &str) -> bool {
+    let errors = stderr.lines().filter(|l| l.starts_with("error:")).count();
+    errors == 1
+        && stderr
+            .lines()
+            .last()
+            .is_some_and(|l| l.starts_with("error:"))
+}
+
 /// Whether `DIR_A/x.npy` and `DIR_B/x.npy` (under `dir`) hold the same states, bit for bit.
 pub fn same_states(dir: &Path, a: &str, b: &str) -> bool {
     let (_, xa) = load::<f32>(&dir.join(a).join("x.npy"));
@@ -200,8 +211,9 @@ pub fn same_states(dir: &Path, a: &str, b: &str) -> bool {
 /// Runs `host run --cpu ARGS` (with `--steps 5` unless ARGS set steps or ask for caller noise,
 /// and `--out out` unless they name an output)
 /// and checks that it is refused cleanly: the exact exit code (1 for an error, 2 for a usage
-/// error found by the option parser), a message that names the file or option at fault, every
-/// file in `dir` byte for byte as it was, and no staging directory left behind.
+/// error found by the option parser), a message that names the file or option at fault (for
+/// code 1 on one line, the last: `error: ...`, after any notes), every file in `dir` byte for
+/// byte as it was, and no staging directory left behind.
 pub fn refused(dir: &Path, args: &[&str], code: i32, message: &str) -> Result<(), Failed> {
     let mut all = vec!["--cpu"];
     if !args.contains(&"--steps") && !args.contains(&"--noise") {
@@ -216,6 +228,14 @@ pub fn refused(dir: &Path, args: &[&str], code: i32, message: &str) -> Result<()
     let stderr = expect_code(&out, code, &format!("{all:?}"))?;
     if !stderr.contains(message) {
         return Err(format!("{all:?}: stderr {stderr:?} does not say {message:?}").into());
+    }
+    let error_lines = stderr.lines().filter(|l| l.starts_with("error:")).count();
+    let last_is_error = stderr
+        .lines()
+        .last()
+        .is_some_and(|l| l.starts_with("error:"));
+    if code == 1 && (error_lines != 1 || !last_is_error) {
+        return Err(format!("{all:?}: the error is not one last line: {stderr:?}").into());
     }
     let after = snapshot(dir);
     if after != before {

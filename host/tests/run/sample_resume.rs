@@ -7,7 +7,7 @@ use std::path::Path;
 
 use libtest_mimic::{Failed, Trial};
 
-use crate::common::{expect_code, load, program, save, scratch, snapshot};
+use crate::common::{expect_code, load, one_error_line, program, save, scratch, snapshot};
 
 /// A linear regression's data in `dir`: `x.npy` `[200, 2]` (an intercept and a covariate) and
 /// `y.npy` `[200]`, from a fixed arithmetic sequence (no random numbers needed).
@@ -127,6 +127,9 @@ fn continuations_refused() -> Result<(), Failed> {
         let stderr = expect_code(&out, code, &format!("{args:?}"))?;
         if !stderr.contains(message) {
             return Err(format!("{args:?}: {stderr:?} does not say {message:?}").into());
+        }
+        if code == 1 && !one_error_line(&stderr) {
+            return Err(format!("{args:?}: the error is not one last line: {stderr:?}").into());
         }
         if snapshot(&dir) != before {
             return Err(format!("{args:?} changed the directory").into());

@@ -97,7 +97,18 @@ fn hostile_headers_are_refused_at_once() -> Result<(), Failed> {
         ),
         &[0u8; 4],
     );
+    // A tuple left open: the header parser's message, which draws the header and a caret over
+    // several lines, reaches standard error as one line (`refused` checks it).
+    handmade(
+        &dir.join("open.npy"),
+        "{'descr': '<f4', 'fortran_order': False, 'shape': (1,1, }",
+        &[0u8; 4],
+    );
     for (file, says) in [
+        (
+            "open.npy",
+            "syntax error at column 57 of the header: expected",
+        ),
         ("nested.npy", "brackets deep"),
         ("brackets.npy", "brackets deep"),
         ("long.npy", "NumPy's own limit"),
