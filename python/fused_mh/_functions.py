@@ -7,6 +7,8 @@ import numpy as np
 
 from . import _native
 from ._arrays import gpu_run, gpu_step, is_gpu_array, like_input, to_numpy
+from ._checks import real, unsigned
+from ._checks import step_size as checked_step_size
 from ._result import RunResult
 
 
@@ -77,11 +79,10 @@ def initial_states(batch, mu, sigma, spread="normal", seed=0, superchain_size=1,
     `"overdispersed"` four times as wide (`mu + 4 sigma z`: superchains that start apart, for
     nested R-hat to see whether they meet), `"zeros"` all zeros. The chains of a superchain
     (`superchain_size` consecutive chains) start from its first chain's state."""
-    from ._model import _unsigned
     t = _TargetCache(mu, sigma, target, **params)
-    return _native.initial_states(_unsigned("batch", batch), t.name, t.arrays, str(spread),
-                                  _unsigned("seed", seed),
-                                  _unsigned("superchain_size", superchain_size))
+    return _native.initial_states(unsigned("batch", batch), t.name, t.arrays, str(spread),
+                                  unsigned("seed", seed),
+                                  unsigned("superchain_size", superchain_size))
 
 
 def step(x, mu, sigma, step_size, seed=0, step=0, *, target="gaussian", **params):
@@ -97,10 +98,12 @@ def step(x, mu, sigma, step_size, seed=0, step=0, *, target="gaussian", **params
     `sigma` its standard deviations); the README's table of targets lists the others. Their
     parameters beyond `mu` (the location) and `sigma` (the scale) come as keywords, an array
     of dim values or one number each."""
+    step_size = checked_step_size(step_size)
+    seed, step = unsigned("seed", seed), unsigned("step", step)
     t = _TargetCache(mu, sigma, target, **params)
     if is_gpu_array(x):
         return gpu_step(x, t, step_size, seed=seed, step=step)
-    out = _native.step(to_numpy("x", x, 2), t.name, t.arrays, float(step_size), int(seed), int(step))
+    out = _native.step(to_numpy("x", x, 2), t.name, t.arrays, step_size, seed, step)
     return tuple(like_input(x, o) for o in out)
 
 
@@ -108,6 +111,7 @@ def step_with_noise(x, mu, sigma, step_size, noise, uniform, *, target="gaussian
     """One step with the caller's standard normals `noise[B, dim]` and uniforms `uniform[B]`
     in [0, 1): the reference model's semantics with those numbers. Inputs and outputs as
     `step` (the target too)."""
+    step_size = checked_step_size(step_size)
     t = _TargetCache(mu, sigma, target, **params)
     if is_gpu_array(x):
         return gpu_step(x, t, step_size, noise=noise, uniform=uniform)
@@ -115,7 +119,7 @@ def step_with_noise(x, mu, sigma, step_size, noise, uniform, *, target="gaussian
         to_numpy("x", x, 2),
         t.name,
         t.arrays,
-        float(step_size),
+        step_size,
         to_numpy("noise", noise, 2),
         to_numpy("uniform", uniform, 1),
     )
@@ -201,8 +205,7 @@ def run(
     (unconstrained) instead: see `fused_mh._models.step_chains` (final `x`, `accepted_count`,
     `trace` on the parameters' own scale)."""
     from . import _models
-    from ._model import _unsigned
-    warmup, burn_in = _unsigned("warmup", warmup), _unsigned("burn_in", burn_in)
+    warmup, burn_in = unsigned("warmup", warmup), unsigned("burn_in", burn_in)
     if isinstance(mu, _models.MODELS):
         if sigma is not None or step_size is None or steps is None or params:
             raise TypeError("run(x, model, ...) takes step_size= and steps= (and seed=, "
@@ -218,6 +221,13 @@ def run(
         return _models.step_chains(mu, x, step_size, steps, seed, first_step, thin)
     if sigma is None or step_size is None or steps is None:
         raise TypeError("run(x, mu, sigma, step_size, steps, ...) needs all five")
+    step_size = checked_step_size(step_size)
+    steps, thin = unsigned("steps", steps), unsigned("thin", thin)
+    steps_per_launch = unsigned("steps_per_launch", steps_per_launch, bits=32)
+    if target_accept is not None:
+        target_accept = real("target_accept", target_accept)
+    if until_rhat is not None:
+        until_rhat = real("until_rhat", until_rhat)
     if target_accept is not None and not warmup:
         raise TypeError("target_accept is the warm-up's: it takes warmup > 0 "
                         "(host run refuses --target-accept without --warmup too)")
@@ -229,7 +239,7 @@ def run(
     t = _TargetCache(mu, sigma, target, **params)
     if scales is not None:
         scales = np.ascontiguousarray(to_numpy("scales", scales, 1, convert=True))
-    seed, first_step = _unsigned("seed", seed), _unsigned("first_step", first_step)
+    seed, first_step = unsigned("seed", seed), unsigned("first_step", first_step)
     if until_rhat is not None and thin:
         raise ValueError("thin with until_rhat: a trace of a run that stops early would not "
                          "cover the steps thin promises (host run refuses --thin with "
@@ -246,13 +256,13 @@ def run(
         cb = None if bar is None else (lambda done: bar.update(offset + done - bar.n))
         if is_gpu_array(x):
             return gpu_run(x, t, size, n, seed, first, thin, per_launch, progress=cb, **stop)
-        return _native.run(to_numpy("x", x, 2), t.name, t.arrays, float(size), seed, first,
-                           int(n), int(thin), int(per_launch), progress=cb, **stop)
+        return _native.run(to_numpy("x", x, 2), t.name, t.arrays, size, seed, first, n, thin,
+                           per_launch, progress=cb, **stop)
 
     try:
-        state, size, warmed = x, float(step_size), None
+        state, size, warmed = x, step_size, None
         if warmup:
-            accept = 0.234 if target_accept is None else float(target_accept)
+            accept = 0.234 if target_accept is None else target_accept
             adapt = _native.StepSize(size, accept)
             scaling = _native.Scales(t.mu.size) if precondition else None
             done, last = 0, float("nan")
@@ -277,9 +287,9 @@ def run(
             size = adapt.step_size
         if burn_in:
             state = steps_of(state, size, first_step + warmup, burn_in, diagnostics=False)["x"]
-        stop = {"until_rhat": None if until_rhat is None else float(until_rhat),
-                "min_draws": None if min_draws is None else _unsigned("min_draws", min_draws),
-                "superchain_size": _unsigned("superchain_size", superchain_size)}
+        stop = {"until_rhat": until_rhat,
+                "min_draws": None if min_draws is None else unsigned("min_draws", min_draws),
+                "superchain_size": unsigned("superchain_size", superchain_size)}
         out = steps_of(state, size, first_step + warmup + burn_in, steps, thin, **stop)
     finally:
         if bar is not None:

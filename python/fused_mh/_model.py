@@ -1,39 +1,13 @@
 """`Model`: the reference PyTorch module's interface over the fused kernels."""
 
-import math
 import operator
 
 import numpy as np
 
 from ._arrays import DEVICES, gpu_step, is_gpu_array, like_input_on_device
+from ._checks import step_size as _step_size
+from ._checks import unsigned as _unsigned
 from ._functions import _TargetCache, step
-
-#: The step counter and the seed are 64-bit unsigned integers (the kernels' counter scheme).
-_U64 = 1 << 64
-
-
-def _unsigned(name, value):
-    """`value` as an int in [0, 2^64), or a `TypeError`/`ValueError` naming `name`."""
-    if isinstance(value, bool):
-        raise TypeError(f"{name} = {value!r}: expected an integer, not a bool")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} = {value!r}: expected an integer") from None
-    if not 0 <= n < _U64:
-        raise ValueError(f"{name} = {n}: must be in [0, 2^64)")
-    return n
-
-
-def _step_size(value):
-    """`value` as a float, finite and > 0 (the library's rule), or an error naming it."""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"step_size = {value!r}: expected a number") from None
-    if not (math.isfinite(v) and v > 0):
-        raise ValueError(f"step_size = {v}: must be a finite number > 0")
-    return v
 
 
 def _read_only(a):
@@ -77,16 +51,17 @@ class Model:
         if self._data_model is not None:
             self.dim = dim.dim
             return
-        if isinstance(dim, bool):
-            raise TypeError("dim: expected an integer, not a bool")
-        try:
-            dim = operator.index(dim)
-        except TypeError:
-            raise TypeError(f"dim = {dim!r}: expected an integer") from None
+        # The library's widest chain: `fused_mh::Shape::MAX_DIM`, 2^32 - 1.
+        dim = _unsigned("dim", dim, bits=32)
         if dim < 1:
             raise ValueError(f"dim = {dim}: a chain needs at least one coordinate")
+        try:
+            mu, sigma = np.zeros(dim, np.float32), np.ones(dim, np.float32)
+        except MemoryError as e:
+            raise MemoryError(f"dim = {dim}: the target's mu and sigma need {8 * dim} bytes "
+                              f"({e})") from None
         self.dim = dim
-        self._target = _TargetCache(np.zeros(self.dim, np.float32), np.ones(self.dim, np.float32))
+        self._target = _TargetCache(mu, sigma)
 
     @property
     def step_size(self):

@@ -25,6 +25,8 @@ import numpy as np
 
 from . import _native
 from ._arrays import is_gpu_array, is_torch_tensor, like_input_on_device
+from ._checks import real, unsigned
+from ._checks import step_size as checked_step_size
 
 
 def _data(name, a, ndim):
@@ -224,9 +226,23 @@ def sample(model, *, chains=None, warmup=None, steps=1000, thin=10, seed=None,
         continuation = {"states": resume.states, "factor": resume.factor,
                         "step_size": resume.step_size, "first_step": resume.next_step}
     run.update(steps=steps, thin=thin)
+    run = _checked_run(run)
     result = _native.sample_model(model.kind, model.arrays, model.priors, run,
                                   device == "cuda", continuation)
     return Posterior(result, run["superchain_size"], run, model)
+
+
+def _checked_run(run):
+    """`sample`'s run settings with every number checked by name (`fused_mh._checks`), at the
+    widths `fused_mh::ModelRun` holds them: chains, seed and superchains 64-bit, the warm-up,
+    steps and thinning 32-bit."""
+    widths = {"chains": 64, "warmup": 32, "steps": 32, "thin": 32, "seed": 64,
+              "superchain_size": 64}
+    checked = {name: unsigned(name, run[name], bits) for name, bits in widths.items()}
+    if not isinstance(run["precondition"], str):
+        raise TypeError(f"precondition = {run['precondition']!r}: expected 'none', 'diagonal' "
+                        "or 'dense'")
+    return dict(run, target_accept=real("target_accept", run["target_accept"]), **checked)
 
 
 MODELS = (LinearRegression, LogisticRegression, HierarchicalNormal, DenseGaussian)
@@ -245,16 +261,16 @@ def step_chains(model, x, step_size, steps, seed=0, first_step=0, thin=0):
     if states.shape[1] != model.dim:
         raise ValueError(f"x has shape {tuple(states.shape)}: {model!r} has {model.dim} "
                          "parameters per chain")
-    if int(steps) < 1 or int(thin) < 0:
-        raise ValueError(f"steps = {steps}, thin = {thin}: expected steps >= 1, thin >= 0")
-    if not (np.isfinite(step_size) and step_size > 0):
-        raise ValueError(f"step_size = {step_size}: expected a positive number")
+    steps, thin = unsigned("steps", steps, bits=32), unsigned("thin", thin, bits=32)
+    if steps < 1:
+        raise ValueError(f"steps = {steps}: expected steps >= 1")
+    step_size, first_step = checked_step_size(step_size), unsigned("first_step", first_step)
     chains = states.shape[0]
-    run = {"chains": chains, "warmup": 0, "steps": int(steps), "thin": int(thin) or int(steps),
-           "seed": int(seed), "target_accept": 0.234, "precondition": "none",
+    run = {"chains": chains, "warmup": 0, "steps": steps, "thin": thin or steps,
+           "seed": unsigned("seed", seed), "target_accept": 0.234, "precondition": "none",
            "superchain_size": 1}
     resume = {"states": states, "factor": np.eye(model.dim, dtype=np.float32),
-              "step_size": float(step_size), "first_step": int(first_step)}
+              "step_size": step_size, "first_step": first_step}
     result = _native.sample_model(model.kind, model.arrays, model.priors, run,
                                   is_gpu_array(x), resume, False)
     out = {"x": like_input_on_device(x, result["states"]), "accepted_count": result["accepted"],

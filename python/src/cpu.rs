@@ -11,7 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::errors::to_py;
+use crate::errors::{to_py, to_py_about};
 use crate::interrupts::Interrupts;
 use crate::targets;
 
@@ -41,9 +41,10 @@ fn problem(
     let [batch, dim] = x.shape() else {
         unreachable!("a 2-d array")
     };
-    let shape = Shape::new(*batch, *dim).map_err(to_py)?;
+    let about = |e| to_py_about(&format!("x has shape [{batch}, {dim}]"), e);
+    let shape = Shape::new(*batch, *dim).map_err(about)?;
     let target = targets::build(target, params)?;
-    target.check_shape(shape).map_err(to_py)?;
+    target.check_shape(shape).map_err(about)?;
     Ok((shape, target))
 }
 

@@ -9,6 +9,18 @@ use pyo3::exceptions::{PyMemoryError, PyRuntimeError, PyValueError};
 /// The exception for `e`.
 pub fn to_py(e: Error) -> PyErr {
     let message = e.to_string();
+    exception(e, message)
+}
+
+/// The exception for `e`, its message after `about` (what the error is about, e.g. `x has
+/// shape [3, 8]`, where the library's message names only the chains or the target).
+pub fn to_py_about(about: &str, e: Error) -> PyErr {
+    let message = format!("{about}: {e}");
+    exception(e, message)
+}
+
+/// The exception class for `e`, with `message`.
+fn exception(e: Error, message: String) -> PyErr {
     match e {
         Error::NoDriver
         | Error::NoDevice { .. }

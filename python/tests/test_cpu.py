@@ -99,8 +99,8 @@ def test_cpu_tensors_come_back_as_tensors():
         (lambda a: a.update(x=np.zeros((0, 6), np.float32)), ValueError, "empty"),
         (lambda a: a.update(mu=a["mu"][:5]), ValueError, "mu has 5 elements"),
         (lambda a: a.update(sigma=-a["sigma"]), ValueError, "sigma[0]"),
-        (lambda a: a.update(step_size=0.0), ValueError, "step size"),
-        (lambda a: a.update(step_size=float("nan")), ValueError, "step size"),
+        (lambda a: a.update(step_size=0.0), ValueError, "step_size = 0.0: must be"),
+        (lambda a: a.update(step_size=float("nan")), ValueError, "step_size = nan: must be"),
         (lambda a: a.update(x="not an array"), TypeError, "expected a NumPy array"),
     ],
 )

@@ -60,6 +60,7 @@ def test_bad_values_raise_when_set(name, value, error, message):
     ({"dim": 0}, ValueError, "dim = 0"),
     ({"dim": True}, TypeError, "dim"),
     ({"dim": 2.5}, TypeError, "dim = 2.5"),
+    ({"dim": 2 ** 32}, ValueError, r"dim = 4294967296: must be in \[0, 2\^32\)"),
     ({"dim": 4, "seed": -1}, ValueError, "seed = -1"),
     ({"dim": 4, "seed": None}, TypeError, "seed = None"),
     ({"dim": 4, "step_size": 0}, ValueError, "step_size"),
