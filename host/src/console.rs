@@ -30,8 +30,34 @@ pub fn note(args: Arguments<'_>) {
     let _ = writeln!(io::stderr().lock(), "{args}");
 }
 
+/// `text` on one line: each line trimmed, the empty ones dropped, the rest joined by "; ". The
+/// program's error is one line on standard error, whatever a cause's message holds (a parser's
+/// picture of where it stopped, say).
+pub fn one_line(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines.join("; ")
+}
+
 /// `note!("...", args)`: a line on standard error (see [`note`]).
 #[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => { $crate::console::note(format_args!($($arg)*)) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn one_line_joins_the_lines_of_a_message() {
+        assert_eq!(
+            one_line("dimension must be an integer"),
+            "dimension must be an integer"
+        );
+        assert_eq!(one_line("a:\n\n  b\n c  \n"), "a:; b; c");
+    }
 }

@@ -84,7 +84,7 @@ pub fn main(args: impl IntoIterator<Item = std::ffi::OsString>) -> u8 {
         Err(e) => {
             // The chain of causes on one line, without a backtrace: the messages name the file
             // or option and the problem.
-            note!("error: {e:#}");
+            note!("error: {}", console::one_line(&format!("{e:#}")));
             1
         }
     }

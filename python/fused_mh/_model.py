@@ -1,7 +1,5 @@
 """`Model`: the reference PyTorch module's interface over the fused kernels."""
 
-import operator
-
 import numpy as np
 
 from ._arrays import DEVICES, gpu_step, is_gpu_array, like_input_on_device

@@ -88,23 +88,18 @@ pub(super) fn raw_shape(text: &str) -> Option<Vec<u64>> {
         .collect()
 }
 
-/// `npyz`'s error for a header it could not parse, on one line: the Python-literal parser
-/// draws a multi-line picture of where it stopped (`--> 1:57`, the header, a caret, `=
-/// expected value`), and the program promises a single line on standard error. The picture
-/// becomes "at column 57 of the header: expected value"; any other message keeps its lines,
-/// joined by "; ".
+/// `npyz`'s error for a header it could not parse, said in one line: the Python-literal
+/// parser draws a multi-line picture of where it stopped (`--> 1:57`, the header, a caret,
+/// `= expected value`), which becomes "at column 57 of the header: expected value". Any other
+/// message is returned as it is (the program's error printer puts every message on one line,
+/// `console::one_line`; this only keeps the picture readable there).
 pub(super) fn parse_error_line(message: &str) -> String {
     let lines: Vec<&str> = message.lines().map(str::trim).collect();
     let (Some((head, position)), Some(expected)) = (
         lines.first().and_then(|l| l.split_once("-->")),
         lines.iter().find_map(|l| l.strip_prefix("= ")),
     ) else {
-        return lines
-            .iter()
-            .filter(|l| !l.is_empty())
-            .copied()
-            .collect::<Vec<_>>()
-            .join("; ");
+        return message.to_string();
     };
     let head = head.trim().trim_end_matches(':');
     // The header is one line of text, so the parser's `line:column` is `1:column`.
@@ -113,15 +108,16 @@ pub(super) fn parse_error_line(message: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::io::Cursor;
 
     use npyz::NpyHeader;
 
     use super::*;
 
-    /// The bytes of a version-1 `.npy` header holding `dict`, padded as NumPy pads it.
-    fn header_bytes(dict: &str) -> Vec<u8> {
+    /// The bytes of a version-1 `.npy` header holding `dict`, padded as NumPy pads it (also
+    /// the start of `npy/mod.rs`'s hand-made test files).
+    pub(in crate::npy) fn header_bytes(dict: &str) -> Vec<u8> {
         let mut f = b"\x93NUMPY\x01\x00".to_vec();
         let pad = 64 - (10 + dict.len() + 1) % 64;
         f.extend_from_slice(&((dict.len() + pad + 1) as u16).to_le_bytes());
@@ -162,11 +158,10 @@ mod tests {
                 "{line}"
             );
         }
-        // A message of one line stays as it is; one of several other lines is joined.
+        // Any other message stays as it is.
         assert_eq!(
             parse_error_line("dimension must be an integer"),
             "dimension must be an integer"
         );
-        assert_eq!(parse_error_line("a\n\n  b\n"), "a; b");
     }
 }

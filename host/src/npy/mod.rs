@@ -273,13 +273,7 @@ mod tests {
 
     /// A `.npy` file of the given header dictionary and `data` bytes, written as NumPy would.
     fn handmade(path: &Path, dict: &str, data: &[u8]) {
-        let mut f = b"\x93NUMPY\x01\x00".to_vec();
-        let pad = 64 - (10 + dict.len() + 1) % 64;
-        let len = (dict.len() + pad + 1) as u16;
-        f.extend_from_slice(&len.to_le_bytes());
-        f.extend_from_slice(dict.as_bytes());
-        f.extend(std::iter::repeat_n(b' ', pad));
-        f.push(b'\n');
+        let mut f = header::tests::header_bytes(dict);
         f.extend_from_slice(data);
         fs::write(path, f).expect("write handmade .npy");
     }
