@@ -134,6 +134,18 @@ pub struct NamedSample {
 }
 
 impl ModelInputs<'_> {
+    /// The parameters of the model's state (what its draws hold per chain and kept step), from
+    /// the inputs' shapes alone: a caller sizes its buffers by it before [`Self::sample`]
+    /// checks the inputs themselves.
+    pub fn dim(&self) -> usize {
+        match *self {
+            ModelInputs::LinearRegression { x, .. } => x.cols + 1,
+            ModelInputs::LogisticRegression { x, .. } => x.cols,
+            ModelInputs::HierarchicalNormal { y, .. } => y.len() + 2,
+            ModelInputs::DenseGaussian { mean, .. } => mean.len(),
+        }
+    }
+
     /// Checks the inputs, builds the model and samples it, new or continuing `from`
     /// ([`crate::model_run`]): on `gpu`, or on the CPU reference where `gpu` is `None`.
     pub fn sample(
@@ -331,5 +343,71 @@ fn dense_error(e: DenseGaussianError, factor: Input, dim: usize) -> Error {
             factor,
             format!("diagonal element [{index}, {index}] must be > 0"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model_run::Preconditioning;
+
+    #[test]
+    fn dim_is_the_sampled_states_width() {
+        // Three rows of two covariates, three groups, a mean of three.
+        let (x, y01, y) = (
+            [1.0, 0.5, 1.0, -0.5, 1.0, 2.0],
+            [0.0, 1.0, 1.0],
+            [1.0, 2.0, 0.5],
+        );
+        let design = Matrix {
+            data: &x,
+            rows: 3,
+            cols: 2,
+        };
+        let identity = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0];
+        let all = [
+            ModelInputs::LinearRegression {
+                x: design,
+                y: &y,
+                beta_prior: "normal:0,5",
+                sigma_prior: "half-cauchy:2.5",
+            },
+            ModelInputs::LogisticRegression {
+                x: design,
+                y: &y01,
+                beta_prior: "normal:0,5",
+            },
+            ModelInputs::HierarchicalNormal {
+                y: &y,
+                se: &[1.0, 2.0, 1.5],
+                mu_prior: "normal:0,5",
+                tau_prior: "half-cauchy:5",
+            },
+            ModelInputs::DenseGaussian {
+                mean: &y,
+                factor: Matrix {
+                    data: &identity,
+                    rows: 3,
+                    cols: 3,
+                },
+                of: Factor::Covariance,
+            },
+        ];
+        let run = ModelRun {
+            chains: 2,
+            warmup: 0,
+            steps: 1,
+            thin: 1,
+            seed: 1,
+            target_acceptance: 0.234,
+            preconditioning: Preconditioning::None,
+            superchain_size: 1,
+        };
+        for (inputs, want) in all.iter().zip([3, 2, 5, 3]) {
+            let named = inputs.sample(&run, None, None).unwrap();
+            // The model's own width (`Model::dim`), against the count by hand and the names.
+            assert_eq!((inputs.dim(), named.sample.dim), (want, want), "{inputs:?}");
+            assert_eq!(named.names.len(), want);
+        }
     }
 }

@@ -70,6 +70,19 @@ impl fmt::Display for Budget {
     }
 }
 
+/// Host memory a model's sample of `dim` parameters holds ([`fused_mh::model_run`]): its
+/// kept draws in the run's order (`[kept, chains, dim]`), their copy in ArviZ's order
+/// (`[chains, kept, dim]`, which `host sample` writes and the Python package returns), and
+/// the chains' states, the proposals and the final states.
+pub fn model_sample(run: &fused_mh::model_run::ModelRun, dim: usize) -> Budget {
+    let (chains, kept, dim) = (run.chains as u128, run.kept() as u128, dim as u128);
+    let mut budget = Budget::default();
+    budget.add("the draws", 4 * chains * kept * dim);
+    budget.add("the draws by chain", 4 * chains * kept * dim);
+    budget.add("the chains' states", 3 * 4 * chains * dim);
+    budget
+}
+
 /// A byte count for people: `512 B`, `3.2 MB`, `16.0 GB`, `4.0 EB` (powers of 1000).
 pub struct Bytes(pub u128);
 

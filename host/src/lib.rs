@@ -15,7 +15,7 @@
 //! 3 when `host run --until-rhat` did not converge (the outputs are complete).
 
 mod bench;
-mod budget;
+pub mod budget;
 mod console;
 mod inputs;
 mod leftovers;

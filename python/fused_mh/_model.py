@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from . import _native
 from ._arrays import DEVICES, gpu_step, is_gpu_array, like_input_on_device
 from ._checks import step_size as _step_size
 from ._checks import unsigned as _unsigned
@@ -54,10 +55,12 @@ class Model:
         if dim < 1:
             raise ValueError(f"dim = {dim}: a chain needs at least one coordinate")
         try:
+            # Against the free memory first: where the system overcommits, an allocation the
+            # machine cannot hold is granted, and the process killed when it touches it.
+            _native.check_target_memory("gaussian", dim)
             mu, sigma = np.zeros(dim, np.float32), np.ones(dim, np.float32)
         except MemoryError as e:
-            raise MemoryError(f"dim = {dim}: the target's mu and sigma need {8 * dim} bytes "
-                              f"({e})") from None
+            raise MemoryError(f"dim = {dim}: {e}") from None
         self.dim = dim
         self._target = _TargetCache(mu, sigma)
 

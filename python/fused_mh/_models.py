@@ -139,7 +139,8 @@ class Posterior:
     unconstrained scale (a scale as its log) and the step counter `next_step`."""
 
     def __init__(self, result, superchain_size, run, model):
-        self.draws = result["draws"]
+        # [draw, chain, param] as the run keeps them, to ArviZ's [chain, draw, param].
+        self.draws = np.ascontiguousarray(result["draws"].transpose(1, 0, 2))
         self.names = list(result["names"])
         self.acceptance = result["acceptance"]
         self.step_size = result["step_size"]
@@ -276,5 +277,5 @@ def step_chains(model, x, step_size, steps, seed=0, first_step=0, thin=0):
     out = {"x": like_input_on_device(x, result["states"]), "accepted_count": result["accepted"],
            "steps": int(steps)}
     if thin:
-        out["trace"] = np.ascontiguousarray(result["draws"].transpose(1, 0, 2))
+        out["trace"] = result["draws"]
     return out

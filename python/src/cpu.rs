@@ -3,6 +3,7 @@
 //! from the argument conversion) or a `ValueError` (layout, shape, values).
 
 use fused_mh::{Shape, StepConfig, Target, cpu};
+use host::budget::Budget;
 use numpy::ndarray::Array2;
 use numpy::{
     IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods,
@@ -13,6 +14,7 @@ use pyo3::types::PyDict;
 
 use crate::errors::{to_py, to_py_about};
 use crate::interrupts::Interrupts;
+use crate::memory;
 use crate::targets;
 
 /// A C-contiguous array's data, or a `ValueError` naming it.
@@ -48,6 +50,13 @@ fn problem(
     Ok((shape, target))
 }
 
+/// Checks the memory of one step's output ([`cpu::step_output_bytes`]) before the step.
+fn check_step_output(shape: Shape) -> PyResult<()> {
+    let mut budget = Budget::default();
+    budget.add("the step's output", cpu::step_output_bytes(shape));
+    memory::check("step", &budget)
+}
+
 type StepResult<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray1<bool>>);
 
 /// The outputs as NumPy arrays: `x_new[B, dim]` float32 and `accepted[B]` bool.
@@ -71,6 +80,7 @@ pub fn step<'py>(
     step: u64,
 ) -> PyResult<StepResult<'py>> {
     let (shape, target) = problem(&x, target, &params)?;
+    check_step_output(shape)?;
     let config = StepConfig::new(step_size, seed).map_err(to_py)?;
     let x = contiguous("x", &x)?;
     let out = py
@@ -93,6 +103,7 @@ pub fn step_with_noise<'py>(
     uniform: PyReadonlyArray1<'py, f32>,
 ) -> PyResult<StepResult<'py>> {
     let (shape, target) = problem(&x, target, &params)?;
+    check_step_output(shape)?;
     let (x, noise, uniform) = (
         contiguous("x", &x)?,
         contiguous("noise", &noise)?,
@@ -151,6 +162,13 @@ pub fn run<'py>(
         .ok()
         .and_then(|s| s.checked_mul(shape.len()))
         .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
+    let mut budget = Budget::default();
+    budget.add(
+        "the run (states, a step's output, moments, counts)",
+        cpu::run_chains_bytes(shape),
+    );
+    budget.add("the trace", memory::floats(trace_len));
+    memory::check("run", &budget)?;
     let x = contiguous("x", &x)?;
     let mut interrupts = Interrupts::with_progress(progress);
     let ran = py.detach(|| {

@@ -14,6 +14,7 @@ use dlpark::SafeManagedTensor;
 use dlpark::ffi::DataTypeCode;
 use fused_mh::borrowed::{Borrowed, BorrowedNoise, BorrowedStep};
 use fused_mh::{CountMemory, DeviceTarget, Draws, Gpu, RunPlan, Shape, StepConfig};
+use host::budget::Budget;
 use numpy::ndarray::Array3;
 use numpy::{IntoPyArray, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
@@ -249,6 +250,14 @@ impl Device {
             .ok()
             .and_then(|n| n.checked_mul(shape.len()))
             .ok_or_else(|| PyValueError::new_err("the trace would not fit in memory"))?;
+        // The whole trace stays in host memory, beside what the run itself copies back.
+        let mut budget = Budget::default();
+        budget.add(
+            "the run's host side (counts, results)",
+            plan.host_bytes(shape),
+        );
+        budget.add("the trace", crate::memory::floats(saves));
+        crate::memory::check("run", &budget)?;
         let (gpu, x_view) = (&self.gpu, inputs.x);
         let mut interrupts = Interrupts::with_progress(progress);
         let run = py.detach(|| {

@@ -22,6 +22,7 @@ mod dlpack;
 mod errors;
 mod gpu;
 mod interrupts;
+mod memory;
 mod models;
 mod starts;
 mod targets;
@@ -42,6 +43,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cpu::run, m)?)?;
     m.add_function(wrap_pyfunction!(targets::target_params, m)?)?;
     m.add_function(wrap_pyfunction!(targets::check_target, m)?)?;
+    m.add_function(wrap_pyfunction!(memory::check_target_memory, m)?)?;
     m.add_function(wrap_pyfunction!(models::sample_model, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;

@@ -18,6 +18,7 @@ use pyo3::types::PyDict;
 
 use crate::cpu::contiguous;
 use crate::errors::to_py;
+use crate::memory;
 
 /// An input array's data and shape: float32 and C-contiguous (the Python wrapper converts),
 /// with `dims` dimensions.
@@ -83,10 +84,10 @@ fn continuation(resume: &Bound<'_, PyDict>) -> PyResult<Continuation> {
             .get_item(key)?
             .ok_or_else(|| PyValueError::new_err(format!("resume has no {key}")))
     };
-    let array = |key: &str| -> PyResult<Vec<f32>> {
+    let array = |key: &'static str| -> PyResult<Vec<f32>> {
         let item = get(key)?;
         let a = item.extract::<PyReadonlyArrayDyn<'_, f32>>()?;
-        Ok(contiguous(key, &a)?.to_vec())
+        memory::copied(key, contiguous(key, &a)?)
     };
     Ok(Continuation {
         states: array("states")?,
@@ -98,8 +99,8 @@ fn continuation(resume: &Bound<'_, PyDict>) -> PyResult<Continuation> {
 
 /// Samples the model `kind` (`linreg`, `logreg`, `hier-normal`, `dense-gaussian`) from its
 /// `arrays` and `priors` (by argument name) with the `run` settings, new or continuing
-/// `resume` ([`continuation`]), on the GPU when `gpu`: a dict of `draws[chains, draws,
-/// params]` (float32, ArviZ's order), `names`, `acceptance`, `accepted[chains]` (each chain's
+/// `resume` ([`continuation`]), on the GPU when `gpu`: a dict of `draws[draws, chains,
+/// params]` (float32, in the order kept), `names`, `acceptance`, `accepted[chains]` (each chain's
 /// accepted steps), `step_size`, `factor[params, params]`, `nested_rhat` and `ess` per
 /// parameter (None without `diagnostics`), the final `states[chains, params]`
 /// (unconstrained) and the `next_step` counter.
@@ -155,6 +156,7 @@ pub fn sample_model<'py>(
         }
         other => return Err(PyValueError::new_err(format!("no model {other:?}"))),
     };
+    memory::check("sample", &host::budget::model_sample(&run, inputs.dim()))?;
     let named = py
         .detach(|| {
             let device = gpu.then(|| Gpu::open(0)).transpose()?;
@@ -169,12 +171,8 @@ pub fn sample_model<'py>(
     let sample = named.sample;
     let (chains, kept, dim) = (sample.chains, sample.kept, sample.dim);
     let bad = |e: numpy::ndarray::ShapeError| PyValueError::new_err(e.to_string());
-    // [kept, chains, dim] -> [chains, kept, dim].
+    // [kept, chains, dim], as the run keeps them (the Python side puts them in ArviZ's order).
     let draws = Array3::from_shape_vec((kept, chains, dim), sample.draws).map_err(bad)?;
-    let draws = draws
-        .permuted_axes([1, 0, 2])
-        .as_standard_layout()
-        .to_owned();
     let result = PyDict::new(py);
     result.set_item("draws", draws.into_pyarray(py))?;
     result.set_item("names", named.names)?;

@@ -3,6 +3,7 @@
 
 use fused_mh::Shape;
 use fused_mh::starts::{Spread, initial_states as generate};
+use host::budget::Budget;
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
@@ -36,6 +37,9 @@ pub fn initial_states<'py>(
     };
     let target = crate::targets::build(target, &params)?;
     let shape = Shape::new(batch, target.dim()).map_err(to_py)?;
+    let mut budget = Budget::default();
+    budget.add("the states", crate::memory::floats(shape.len()));
+    crate::memory::check("initial_states", &budget)?;
     let x = py
         .detach(|| generate(shape, &target, spread, seed, superchain_size))
         .map_err(to_py)?;

@@ -2,11 +2,14 @@
 //! its parameters in the order [`target_params`] gives, as float32 NumPy arrays.
 
 use fused_mh::{Target, TargetKind};
-use numpy::PyReadonlyArray1;
+use numpy::{PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use host::budget::Budget;
+
 use crate::errors::to_py;
+use crate::memory::floats;
 
 /// The target called `name`, or a `ValueError` that lists the targets.
 fn kind(name: &str) -> PyResult<TargetKind> {
@@ -33,25 +36,41 @@ pub fn check_target(name: &str, params: Vec<PyReadonlyArray1<'_, f32>>) -> PyRes
 }
 
 /// Target `name` from its parameters (contiguous float32 arrays of one length each), checked
-/// as the library checks them.
+/// as the library checks them. The copies it makes are checked against the free memory first
+/// ([`build_budget`]) and allocated fallibly: a `MemoryError`, never an abort.
 pub fn build(name: &str, params: &[PyReadonlyArray1<'_, f32>]) -> PyResult<Target> {
     let kind = kind(name)?;
-    let values = kind
-        .params()
-        .iter()
-        .zip(params)
-        .map(|(what, a)| {
-            a.as_slice()
-                .map(<[f32]>::to_vec)
-                .map_err(|_| PyValueError::new_err(format!("{what} is not contiguous")))
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    if values.len() != kind.params().len() {
+    if params.len() != kind.params().len() {
         return Err(PyValueError::new_err(format!(
             "the target {name} takes {} parameters, not {}",
             kind.params().len(),
             params.len()
         )));
     }
+    let dim = params.first().map_or(0, |a| a.len());
+    crate::memory::check("the target", &build_budget(name, dim)?)?;
+    let values = kind
+        .params()
+        .iter()
+        .zip(params)
+        .map(|(&what, a)| {
+            let values = a
+                .as_slice()
+                .map_err(|_| PyValueError::new_err(format!("{what} is not contiguous")))?;
+            crate::memory::copied(what, values)
+        })
+        .collect::<PyResult<Vec<_>>>()?;
     Target::of_kind(kind, values).map_err(to_py)
+}
+
+/// The host memory [`build`] takes for target `name` of `dim` elements: its copy of the
+/// parameters and the arrays the kernels read ([`TargetKind::arrays`] of `dim` floats).
+pub fn build_budget(name: &str, dim: usize) -> PyResult<Budget> {
+    let kind = kind(name)?;
+    let mut budget = Budget::default();
+    budget.add(
+        "the target's checked copy",
+        floats(dim) * (kind.params().len() + kind.arrays()) as u128,
+    );
+    Ok(budget)
 }

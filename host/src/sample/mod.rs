@@ -264,6 +264,7 @@ fn sample_model(
             }
         }
     };
+    crate::budget::model_sample(run, inputs.dim()).check_host()?;
     match inputs.sample(run, from, gpu) {
         Ok(named) => Ok((named.sample, named.names)),
         Err(Error::BadModelInput { input, why }) => {

@@ -188,7 +188,37 @@ fn continuations_refused() -> Result<(), Failed> {
     expect_code(&out, 0, "the continuation after the checks").map(|_| ())
 }
 
-/// The tests of `host sample --resume`.
+/// A sample whose draws cannot fit in the machine's memory is refused before it samples,
+/// naming the buffers, and leaves every file as it was.
+fn oversized_sample_refused() -> Result<(), Failed> {
+    let dir = scratch("sample-oversized");
+    regression(&dir);
+    let before = snapshot(&dir);
+    // 64 chains of 3 parameters for 2^32 - 1 kept steps: 3.3 TB of draws, and as much again
+    // for their copy by chain.
+    let steps = [
+        "--steps",
+        "4294967295",
+        "--warmup",
+        "0",
+        "--thin",
+        "1",
+        "--out",
+        "big",
+    ];
+    let out = sample(&dir, false, &[&NEW[..10], &steps[..]].concat());
+    let stderr = expect_code(&out, 1, "the oversized sample")?;
+    let says = "of host memory (the draws 3.3 TB, the draws by chain 3.3 TB";
+    if !stderr.contains(says) || !one_error_line(&stderr) {
+        return Err(format!("{stderr:?} does not say {says:?} in one line").into());
+    }
+    if snapshot(&dir) != before {
+        return Err("the refused sample changed the directory".into());
+    }
+    Ok(())
+}
+
+/// The tests of `host sample --resume`, and of a sample too large to run.
 pub fn trials(gpu: bool) -> Vec<Trial> {
     vec![
         Trial::test("sample_continuation_equals_one_run_cpu", || {
@@ -199,5 +229,6 @@ pub fn trials(gpu: bool) -> Vec<Trial> {
         })
         .with_ignored_flag(!gpu),
         Trial::test("sample_continuations_refused", continuations_refused),
+        Trial::test("sample_oversized_refused", oversized_sample_refused),
     ]
 }
