@@ -13,13 +13,14 @@ use std::process::ExitCode;
 
 use fused_mh::kernel::philox::{PHILOX4X32_10_KAT, philox4x32_10};
 use fused_mh::{Error, Gpu, Shape, StepConfig, Target, cpu, ptx};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use rand::Rng;
 use rand_distr::StandardNormal;
 
 mod support;
 
 use support::problems::{POISON_FLAG, POISON_X, compare, open, random_problem, rng};
+use support::trials::GpuTrials;
 
 /// The shapes every comparison runs on: one element, dims below 32 and not multiples of 4 or
 /// 32, typical batches (65536 x 64 fits in L2: the longest small-batch tiles), dims in the
@@ -343,43 +344,31 @@ fn missing_gpu_is_an_error_not_a_panic() -> Result<(), Failed> {
 /// elements run split over twice the lanes in small batches (the first four cases) and one
 /// group per row in large ones (the last two).
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let gpu_present = support::gpu_present("GPU tests");
-    let mut trials = vec![Trial::test(
+    let mut trials = GpuTrials::new("GPU tests");
+    trials.add_anywhere(
         "missing_gpu_is_an_error_not_a_panic",
         missing_gpu_is_an_error_not_a_panic,
-    )];
-    let mut add = |name: &str, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        trials.push(Trial::test(name, f).with_ignored_flag(!gpu_present))
-    };
-    add("philox_known_answers", Box::new(philox_known_answers));
+    );
+    trials.add("philox_known_answers", philox_known_answers);
     for (batch, dim) in SHAPES {
         for mode in [Mode::InKernelRng, Mode::CallerNoise] {
-            let name = format!("gpu_matches_cpu::{mode:?}::{batch}x{dim}");
-            add(
-                &name,
-                Box::new(move || gpu_matches_cpu(batch, dim, mode, Kernels::Newest)),
+            trials.add(
+                format!("gpu_matches_cpu::{mode:?}::{batch}x{dim}"),
+                move || gpu_matches_cpu(batch, dim, mode, Kernels::Newest),
             );
         }
     }
     for (batch, dim) in PORTABLE_SHAPES {
         for mode in [Mode::InKernelRng, Mode::CallerNoise] {
             let name = format!("portable_kernels_match_cpu::{mode:?}::{batch}x{dim}");
-            add(
-                &name,
-                Box::new(move || gpu_matches_cpu(batch, dim, mode, Kernels::Portable)),
-            );
+            trials.add(name, move || {
+                gpu_matches_cpu(batch, dim, mode, Kernels::Portable)
+            });
         }
     }
-    add(
-        "grid_stride_covers_every_row",
-        Box::new(grid_stride_covers_every_row),
-    );
-    add(
-        "non_finite_rows_stay_put",
-        Box::new(non_finite_rows_stay_put),
-    );
-    add("stationarity", Box::new(stationarity));
-    add("device_errors_are_typed", Box::new(device_errors_are_typed));
-    libtest_mimic::run(&args, trials).exit_code()
+    trials.add("grid_stride_covers_every_row", grid_stride_covers_every_row);
+    trials.add("non_finite_rows_stay_put", non_finite_rows_stay_put);
+    trials.add("stationarity", stationarity);
+    trials.add("device_errors_are_typed", device_errors_are_typed);
+    trials.run()
 }

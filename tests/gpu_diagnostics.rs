@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use fused_mh::diagnostics::SplitSchedule;
 use fused_mh::{Shape, StepConfig, Target, cpu};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xorshift::XorShiftRng;
@@ -14,6 +14,7 @@ use rand_xorshift::XorShiftRng;
 mod support;
 
 use support::problems::open;
+use support::trials::GpuTrials;
 
 /// A target (mu in [-2, 2], sigma in [0.5, 2]) and chains drawn 1.5 sigma wide around it.
 fn random_problem(batch: usize, dim: usize, seed: u64) -> (Shape, Vec<f32>, Target, f32) {
@@ -278,26 +279,21 @@ fn convergence() -> Result<(), Failed> {
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let gpu_present = support::gpu_present("GPU diagnostics tests");
-    let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        Trial::test(name, f).with_ignored_flag(!gpu_present)
-    };
-    let mut trials = Vec::new();
+    let mut trials = GpuTrials::new("GPU diagnostics tests");
     for (batch, dim, m) in [(4096, 40, 4), (1000, 33, 1), (512, 70, 8), (64, 1030, 2)] {
-        trials.push(gpu_test(
+        trials.add(
             format!("gpu_diagnostics_match_the_moments::{batch}x{dim}::m{m}"),
-            Box::new(move || gpu_diagnostics_match_the_moments(batch, dim, m)),
-        ));
-        trials.push(gpu_test(
+            move || gpu_diagnostics_match_the_moments(batch, dim, m),
+        );
+        trials.add(
             format!("split_diagnostics_match_the_trace::{batch}x{dim}::m{m}"),
-            Box::new(move || split_diagnostics_match_the_trace(batch, dim, m)),
-        ));
+            move || split_diagnostics_match_the_trace(batch, dim, m),
+        );
     }
-    trials.push(gpu_test("convergence".into(), Box::new(convergence)));
-    trials.push(gpu_test(
-        "early_stop_equals_the_shorter_run".into(),
-        Box::new(early_stop_equals_the_shorter_run),
-    ));
-    libtest_mimic::run(&args, trials).exit_code()
+    trials.add("convergence", convergence);
+    trials.add(
+        "early_stop_equals_the_shorter_run",
+        early_stop_equals_the_shorter_run,
+    );
+    trials.run()
 }

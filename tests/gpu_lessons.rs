@@ -10,11 +10,12 @@ use std::process::ExitCode;
 
 use fused_mh::testing::dispatch;
 use fused_mh::{Shape, StepConfig, cpu};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 
 mod support;
 
 use support::problems::{POISON_FLAG, POISON_X, compare, open, random_problem};
+use support::trials::GpuTrials;
 
 /// Shapes for the lessons: short and long rows, rows in whole quads and not, small and large
 /// batches. Each lesson runs on those it holds (from lesson 4 on: up to 1024 elements; from
@@ -127,12 +128,7 @@ fn fast_log_lesson_equals_the_fused_kernel(batch: usize, dim: usize, k: u32) -> 
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let gpu_present = support::gpu_present("GPU lesson tests");
-    let mut trials = Vec::new();
-    let mut add = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        trials.push(Trial::test(name, f).with_ignored_flag(!gpu_present))
-    };
+    let mut trials = GpuTrials::new("GPU lesson tests");
     // The dispatcher says which rows a lesson holds (its grid does not matter here).
     let device = dispatch::Device {
         sms: 132,
@@ -144,20 +140,16 @@ fn main() -> ExitCode {
             dispatch::lesson(lesson, Shape::new(b, d).expect("a shape"), device).is_some()
         }) {
             let name = format!("lesson_matches_cpu::{}::{batch}x{dim}", lesson.number);
-            add(
-                name,
-                Box::new(move || lesson_matches_cpu(lesson, batch, dim)),
-            );
+            trials.add(name, move || lesson_matches_cpu(lesson, batch, dim));
         }
     }
     for (batch, dim, k) in FUSED_CASES {
         let name = format!("fused_lesson_matches_cpu::11::{batch}x{dim}");
-        add(name, Box::new(move || fused_lesson_matches_cpu(batch, dim)));
+        trials.add(name, move || fused_lesson_matches_cpu(batch, dim));
         let name = format!("fast_log_lesson_equals_the_fused_kernel::15::{batch}x{dim}::k{k}");
-        add(
-            name,
-            Box::new(move || fast_log_lesson_equals_the_fused_kernel(batch, dim, k)),
-        );
+        trials.add(name, move || {
+            fast_log_lesson_equals_the_fused_kernel(batch, dim, k)
+        });
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    trials.run()
 }

@@ -10,12 +10,13 @@ use fused_mh::kernel::model::{
     ScalePrior, whitening,
 };
 use fused_mh::model_run::{ModelRun, ModelSample};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 
 mod support;
 
 use rand::Rng;
 use support::posteriordb::{Machine, Posterior, SETTINGS, coordinate};
+use support::trials::GpuTrials;
 
 /// The full-size run every posterior gets on the GPU: the shared settings (16384 chains).
 const RUN: ModelRun = SETTINGS;
@@ -186,48 +187,28 @@ fn regression_matches_cpu(k: usize, logistic: bool) -> Result<(), Failed> {
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let gpu_present = support::gpu_present("GPU model tests");
-    let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        Trial::test(name, f).with_ignored_flag(!gpu_present)
-    };
-    let mut trials = vec![
-        gpu_test(
-            "dense_gaussian_matches_cpu".into(),
-            Box::new(dense_gaussian_matches_cpu),
-        ),
-        gpu_test(
-            "dense_gaussian_is_exact".into(),
-            Box::new(dense_gaussian_is_exact),
-        ),
-    ];
+    let mut trials = GpuTrials::new("GPU model tests");
+    trials.add("dense_gaussian_matches_cpu", dense_gaussian_matches_cpu);
+    trials.add("dense_gaussian_is_exact", dense_gaussian_is_exact);
     for (k, logistic) in [(3, false), (12, false), (3, true), (12, true)] {
         let name = if logistic { "logreg" } else { "linreg" };
-        trials.push(gpu_test(
-            format!("regression_matches_cpu::{name}_k{k}"),
-            Box::new(move || regression_matches_cpu(k, logistic)),
-        ));
+        trials.add(format!("regression_matches_cpu::{name}_k{k}"), move || {
+            regression_matches_cpu(k, logistic)
+        });
     }
     for posterior in Posterior::ALL {
-        trials.push(gpu_test(
-            format!("matches_cpu::{}", posterior.name()),
-            Box::new(move || posterior_matches_cpu(posterior)),
-        ));
-        trials.push(gpu_test(
-            format!("cpu_size::{}", posterior.name()),
-            Box::new(move || {
-                let gpu = Gpu::open(0)?;
-                let run = ModelRun { chains: 512, ..RUN };
-                Ok(posterior.check(&run, Machine::Gpu(&gpu))?)
-            }),
-        ));
-        trials.push(gpu_test(
-            format!("posteriordb::{}", posterior.name()),
-            Box::new(move || {
-                let gpu = Gpu::open(0)?;
-                Ok(posterior.check(&RUN, Machine::Gpu(&gpu))?)
-            }),
-        ));
+        trials.add(format!("matches_cpu::{}", posterior.name()), move || {
+            posterior_matches_cpu(posterior)
+        });
+        trials.add(format!("cpu_size::{}", posterior.name()), move || {
+            let gpu = Gpu::open(0)?;
+            let run = ModelRun { chains: 512, ..RUN };
+            Ok(posterior.check(&run, Machine::Gpu(&gpu))?)
+        });
+        trials.add(format!("posteriordb::{}", posterior.name()), move || {
+            let gpu = Gpu::open(0)?;
+            Ok(posterior.check(&RUN, Machine::Gpu(&gpu))?)
+        });
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    trials.run()
 }

@@ -7,11 +7,12 @@ use std::process::ExitCode;
 
 use fused_mh::testing::X_NEW_ABS_PER_STEP_SIZE;
 use fused_mh_kernel::rng;
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 
 mod support;
 
 use support::problems::open;
+use support::trials::GpuTrials;
 
 /// Every normal within this of f64's: the comparison's premise (its absolute tolerance per
 /// step size, 5e-6, is this plus the rounding of `x + s eps`). `math::SERIES_BELOW` says where
@@ -81,14 +82,10 @@ fn normals_are_within_their_bound() -> Result<(), Failed> {
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let gpu_present = support::gpu_present("GPU normal tests");
-    let trials = vec![
-        Trial::test(
-            "normals_are_within_their_bound",
-            normals_are_within_their_bound,
-        )
-        .with_ignored_flag(!gpu_present),
-    ];
-    libtest_mimic::run(&args, trials).exit_code()
+    let mut trials = GpuTrials::new("GPU normal tests");
+    trials.add(
+        "normals_are_within_their_bound",
+        normals_are_within_their_bound,
+    );
+    trials.run()
 }

@@ -6,12 +6,13 @@
 use std::process::ExitCode;
 
 use fused_mh::{CountMemory, Gpu, RunCounts, Shape, StepConfig, Target, cpu};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use rand::Rng;
 
 mod support;
 
 use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng};
+use support::trials::GpuTrials;
 
 /// Small batches (the split kernels), batches of one lane group per row, and large batches
 /// (the paired kernels: 70000 x 64 and up), with rows of 12 (one lane per row paired), 30 and
@@ -372,38 +373,24 @@ fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let gpu_present = support::gpu_present("GPU run tests");
-    let mut trials = Vec::new();
-    let mut add = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        trials.push(Trial::test(name, f).with_ignored_flag(!gpu_present))
-    };
+    let mut trials = GpuTrials::new("GPU run tests");
     for (batch, dim, k) in FUSED_CASES {
         let name = format!("fused_equals_single_steps::{batch}x{dim}::k{k}");
-        add(
-            name,
-            Box::new(move || fused_equals_single_steps(batch, dim, k)),
-        );
+        trials.add(name, move || fused_equals_single_steps(batch, dim, k));
     }
     for (batch, dim) in SCALED_SHAPES {
         let name = format!("scales_of_one_change_nothing::{batch}x{dim}");
-        add(
-            name,
-            Box::new(move || scales_of_one_change_nothing(batch, dim)),
-        );
+        trials.add(name, move || scales_of_one_change_nothing(batch, dim));
         let name = format!("scaled_run_matches_cpu::{batch}x{dim}");
-        add(name, Box::new(move || scaled_run_matches_cpu(batch, dim)));
+        trials.add(name, move || scaled_run_matches_cpu(batch, dim));
     }
     for (batch, dim) in [(64, 10), (4096, 64), (70000, 64), (9, 300), (8, 1030)] {
         let name = format!("nonfinite_counts_are_exact::{batch}x{dim}");
-        add(
-            name,
-            Box::new(move || nonfinite_counts_are_exact(batch, dim)),
-        );
+        trials.add(name, move || nonfinite_counts_are_exact(batch, dim));
     }
     for (batch, dim) in [(4096, 64), (3000, 33), (5, 1030)] {
         let name = format!("hand_over_during_a_run::{batch}x{dim}");
-        add(name, Box::new(move || hand_over_during_a_run(batch, dim)));
+        trials.add(name, move || hand_over_during_a_run(batch, dim));
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    trials.run()
 }

@@ -5,13 +5,14 @@
 use std::process::ExitCode;
 
 use fused_mh::{RunPlan, StepConfig, TargetKind, cpu, ptx};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 use rand::Rng;
 
 mod support;
 
 use support::marginals::{check_marginals, problem};
 use support::problems::{POISON_FLAG, POISON_X, open, rng};
+use support::trials::GpuTrials;
 
 /// Shapes that reach every single-step kernel: rows in registers in whole quads and not
 /// (staged in the newer module), the staged one-warp-per-row step, streamed rows in whole
@@ -136,20 +137,15 @@ fn run_reaches_the_marginals(kind: TargetKind) -> Result<(), Failed> {
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let gpu_present = support::gpu_present("GPU target tests");
-    let gpu_test = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        Trial::test(name, f).with_ignored_flag(!gpu_present)
-    };
-    let mut trials = Vec::new();
+    let mut trials = GpuTrials::new("GPU target tests");
     for &kind in TargetKind::ALL {
         let name = kind.name();
         for (batch, dim) in STEP_SHAPES {
             for portable in [false, true] {
-                trials.push(gpu_test(
+                trials.add(
                     format!("step_matches_cpu::{name}::{batch}x{dim}::portable_{portable}"),
-                    Box::new(move || step_matches_cpu(kind, batch, dim, portable)),
-                ));
+                    move || step_matches_cpu(kind, batch, dim, portable),
+                );
             }
         }
         for (batch, dim) in [
@@ -161,15 +157,14 @@ fn main() -> ExitCode {
             (700, 4096),
             (150, 6144),
         ] {
-            trials.push(gpu_test(
+            trials.add(
                 format!("run_equals_single_steps::{name}::{batch}x{dim}"),
-                Box::new(move || run_equals_single_steps(kind, batch, dim)),
-            ));
+                move || run_equals_single_steps(kind, batch, dim),
+            );
         }
-        trials.push(gpu_test(
-            format!("run_reaches_the_marginals::{name}"),
-            Box::new(move || run_reaches_the_marginals(kind)),
-        ));
+        trials.add(format!("run_reaches_the_marginals::{name}"), move || {
+            run_reaches_the_marginals(kind)
+        });
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    trials.run()
 }

@@ -5,11 +5,12 @@
 use std::process::ExitCode;
 
 use fused_mh::{ChainStats, DeviceChains, DeviceTarget, Gpu, RunPlan, StepConfig};
-use libtest_mimic::{Arguments, Failed, Trial};
+use libtest_mimic::Failed;
 
 mod support;
 
 use support::problems::{open, random_problem};
+use support::trials::GpuTrials;
 use support::two_pass;
 
 /// `Gpu::run` of `plan`, the trace collected: its states in order (a chunk out of order fails
@@ -150,26 +151,20 @@ fn thinned_trace_equals_single_steps(
 }
 
 fn main() -> ExitCode {
-    let args = Arguments::from_args();
-    let gpu_present = support::gpu_present("GPU trace tests");
-    let mut trials = Vec::new();
-    let mut add = |name: String, f: Box<dyn FnOnce() -> Result<(), Failed> + Send>| {
-        trials.push(Trial::test(name, f).with_ignored_flag(!gpu_present))
-    };
+    let mut trials = GpuTrials::new("GPU trace tests");
     for (batch, dim) in [(300, 64), (40, 333), (6, 1030)] {
         let name = format!("moments_and_trace::{batch}x{dim}");
-        add(name, Box::new(move || moments_and_trace(batch, dim)));
+        trials.add(name, move || moments_and_trace(batch, dim));
     }
     // The split (300 x 64), one-group (40000 x 64), paired (70000 x 64), Q8 (40 x 333) kernels
     // and the single-step fallback (6 x 1030); thin 3 in launches of 7, thin 5 in launches of 2.
     for (batch, dim) in [(300, 64), (40000, 64), (70000, 64), (40, 333), (6, 1030)] {
         for (thin, k) in [(3, 7), (5, 2)] {
             let name = format!("thinned_trace_equals_single_steps::{batch}x{dim}::thin{thin}k{k}");
-            add(
-                name,
-                Box::new(move || thinned_trace_equals_single_steps(batch, dim, thin, k)),
-            );
+            trials.add(name, move || {
+                thinned_trace_equals_single_steps(batch, dim, thin, k)
+            });
         }
     }
-    libtest_mimic::run(&args, trials).exit_code()
+    trials.run()
 }

@@ -6,12 +6,14 @@
 
 use fused_mh::{Gpu, Shape};
 
-/// Whether device 0 opens, said on standard error as `LABEL on NAME (PTX TARGET)` or `LABEL
-/// ignored: WHY`: without a GPU the GPU tests are reported as ignored.
 pub mod marginals;
 pub mod posteriordb;
 pub mod problems;
+#[allow(dead_code)] // the CPU test files have no GPU trials
+pub mod trials;
 
+/// Whether device 0 opens, said on standard error as `LABEL on NAME (PTX TARGET)` or `LABEL
+/// ignored: WHY`: without a GPU the GPU tests are reported as ignored.
 #[allow(dead_code)] // the CPU test files do not use it
 pub fn gpu_present(label: &str) -> bool {
     match Gpu::open(0) {
