@@ -2,11 +2,10 @@
 //! its parameters in the order [`target_params`] gives, as float32 NumPy arrays.
 
 use fused_mh::{Target, TargetKind};
+use host::budget::Budget;
 use numpy::{PyReadonlyArray1, PyUntypedArrayMethods};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-
-use host::budget::Budget;
 
 use crate::errors::to_py;
 use crate::memory::floats;
