@@ -52,9 +52,7 @@ fn problem(
 
 /// Checks the memory of one step's output ([`cpu::step_output_bytes`]) before the step.
 fn check_step_output(shape: Shape) -> PyResult<()> {
-    let mut budget = Budget::default();
-    budget.add("the step's output", cpu::step_output_bytes(shape));
-    memory::check("step", &budget)
+    memory::check_buffer("step", "the step's output", cpu::step_output_bytes(shape))
 }
 
 type StepResult<'py> = (Bound<'py, PyArray2<f32>>, Bound<'py, PyArray1<bool>>);
@@ -172,7 +170,7 @@ pub fn run<'py>(
     let x = contiguous("x", &x)?;
     let mut interrupts = Interrupts::with_progress(progress);
     let ran = py.detach(|| {
-        let mut trace = crate::errors::reserved_trace(trace_len)?;
+        let mut trace = memory::reserved("trace", trace_len)?;
         let out = cpu::run_chains(
             x,
             shape,

@@ -34,16 +34,3 @@ fn exception(e: Error, message: String) -> PyErr {
         _ => PyValueError::new_err(message),
     }
 }
-
-/// An empty vector with room for a trace of `len` floats, or the library's out-of-memory error
-/// (a `MemoryError` in Python) where the host has no room.
-pub fn reserved_trace(len: usize) -> fused_mh::Result<Vec<f32>> {
-    let mut trace = Vec::new();
-    trace
-        .try_reserve_exact(len)
-        .map_err(|_| fused_mh::Error::HostOutOfMemory {
-            what: "trace",
-            bytes: len.saturating_mul(4),
-        })?;
-    Ok(trace)
-}

@@ -261,7 +261,7 @@ impl Device {
         let (gpu, x_view) = (&self.gpu, inputs.x);
         let mut interrupts = Interrupts::with_progress(progress);
         let run = py.detach(|| {
-            let mut trace = crate::errors::reserved_trace(saves)?;
+            let mut trace = crate::memory::reserved("trace", saves)?;
             // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
             // Python side waited for its stream), its owner in `inputs` alive until after
             // the run, which synchronizes after each launch.

@@ -38,16 +38,30 @@ pub fn floats(count: usize) -> u128 {
     4 * count as u128
 }
 
-/// A copy of `values` (`what`: the argument), allocated fallibly: a `MemoryError` naming it
-/// where the host has no room, never an abort.
-pub fn copied(what: &'static str, values: &[f32]) -> PyResult<Vec<f32>> {
-    let mut copy = Vec::new();
-    copy.try_reserve_exact(values.len()).map_err(|_| {
-        to_py(fused_mh::Error::HostOutOfMemory {
+/// [`check`] of a list of one buffer: `what`, of `bytes`.
+pub fn check_buffer(call: &str, what: &'static str, bytes: u128) -> PyResult<()> {
+    let mut budget = Budget::default();
+    budget.add(what, bytes);
+    check(call, &budget)
+}
+
+/// An empty vector with room for `len` floats (`what`: the buffer), allocated fallibly: the
+/// library's out-of-memory error naming it (a `MemoryError` in Python) where the host has no
+/// room, never an abort.
+pub fn reserved(what: &'static str, len: usize) -> fused_mh::Result<Vec<f32>> {
+    let mut buffer = Vec::new();
+    buffer
+        .try_reserve_exact(len)
+        .map_err(|_| fused_mh::Error::HostOutOfMemory {
             what,
-            bytes: 4 * values.len(),
-        })
-    })?;
+            bytes: len.saturating_mul(4),
+        })?;
+    Ok(buffer)
+}
+
+/// A copy of `values` (`what`: the argument), allocated fallibly ([`reserved`]).
+pub fn copied(what: &'static str, values: &[f32]) -> PyResult<Vec<f32>> {
+    let mut copy = reserved(what, values.len()).map_err(to_py)?;
     copy.extend_from_slice(values);
     Ok(copy)
 }

@@ -3,7 +3,6 @@
 
 use fused_mh::Shape;
 use fused_mh::starts::{Spread, initial_states as generate};
-use host::budget::Budget;
 use numpy::ndarray::Array2;
 use numpy::{IntoPyArray, PyArray2, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
@@ -37,9 +36,7 @@ pub fn initial_states<'py>(
     };
     let target = crate::targets::build(target, &params)?;
     let shape = Shape::new(batch, target.dim()).map_err(to_py)?;
-    let mut budget = Budget::default();
-    budget.add("the states", crate::memory::floats(shape.len()));
-    crate::memory::check("initial_states", &budget)?;
+    crate::memory::check_buffer("initial_states", "the states", 4 * shape.len() as u128)?;
     let x = py
         .detach(|| generate(shape, &target, spread, seed, superchain_size))
         .map_err(to_py)?;

@@ -79,6 +79,12 @@ def meminfo(field):
 SAMPLE_RUN = {"chains": 1000, "warmup": 0, "thin": 1, "device": "cpu"}
 
 
+def sample_steps(total):
+    """`sample`'s steps for twice `total` bytes: 10 parameters of 1000 chains a kept step, the
+    draws and their copy in ArviZ's order."""
+    return 2 * total // (2 * 4 * 10 * SAMPLE_RUN["chains"])
+
+
 def oversized_calls(total):
     x = np.zeros((1024, 256), np.float32)
     mu, sigma = np.zeros(256, np.float32), np.ones(256, np.float32)
@@ -86,13 +92,12 @@ def oversized_calls(total):
     steps = 2 * total // x.nbytes
     model = fused_mh.HierarchicalNormal([28.0, 8, -3, 7, -1, 1, 18, 12],
                                         [15.0, 10, 16, 11, 9, 11, 10, 18])
-    # `sample`'s draws, and their copy in ArviZ's order: 10 parameters of 1000 chains a step.
-    draws = 2 * total // (2 * 4 * 10 * SAMPLE_RUN["chains"])
     return {
         "run": (lambda: fused_mh.run(x, mu, sigma, 0.5, steps, thin=1), "the trace"),
         "initial_states": (lambda: fused_mh.initial_states(2 * total // 1024, mu, sigma),
                            "the states"),
-        "sample": (lambda: fused_mh.sample(model, **SAMPLE_RUN, steps=draws), "the draws by chain"),
+        "sample": (lambda: fused_mh.sample(model, **SAMPLE_RUN, steps=sample_steps(total)),
+                   "the draws by chain"),
     }
 
 
@@ -100,7 +105,7 @@ def oversized_calls(total):
 def test_sizes_past_the_machine_are_refused_before_allocating(call):
     total = meminfo("MemTotal")
     make, buffer = oversized_calls(total)[call]
-    if call == "sample" and 2 * total // (8 * 10 * SAMPLE_RUN["chains"]) >= 2 ** 32:
+    if call == "sample" and sample_steps(total) >= 2 ** 32:
         pytest.skip("a machine this large needs more steps than a run takes")
     with pytest.raises(MemoryError, match=rf"needs .* of host memory \(.*{buffer} .*\), but "
                                           r"only .* is free"):
