@@ -25,6 +25,11 @@ impl Budget {
         self
     }
 
+    /// The bytes of the buffer named `what`, if the list has it.
+    pub fn bytes_of(&self, what: &str) -> Option<u128> {
+        self.items.iter().find(|(w, _)| *w == what).map(|&(_, b)| b)
+    }
+
     /// The total of all buffers.
     pub fn total(&self) -> u128 {
         self.items.iter().map(|&(_, b)| b).sum()
@@ -82,6 +87,31 @@ pub fn model_sample(run: &fused_mh::model_run::ModelRun, dim: usize) -> Budget {
     budget.add("the chains' states", 3 * 4 * chains * dim);
     budget
 }
+
+/// Disk space a model's sample of `dim` parameters writes (`host sample`): `draws.npy`
+/// (`[chains, kept, dim]` float32), `states.npy` (`[chains, dim]`), each with its header
+/// ([`NPY_HEADER_BYTES`]), and `summary.json`, whose entry per parameter (its name, seven
+/// numbers) takes a few hundred bytes, beside a record of the run and its inputs.
+pub fn model_sample_files(run: &fused_mh::model_run::ModelRun, dim: usize) -> Budget {
+    let (chains, kept, dim) = (run.chains as u128, run.kept() as u128, dim as u128);
+    let mut budget = Budget::default();
+    budget.add("draws.npy", NPY_HEADER_BYTES + 4 * chains * kept * dim);
+    budget.add("states.npy", NPY_HEADER_BYTES + 4 * chains * dim);
+    budget.add(
+        "summary.json",
+        SUMMARY_FIXED_BYTES + SUMMARY_BYTES_PER_PARAM * dim,
+    );
+    budget
+}
+
+/// Bytes a `.npy` header of up to three dimensions takes at most: the magic string, the
+/// header's length and its dictionary (dtype, order, shape: under 150 characters with three
+/// 20-digit sizes), padded to a multiple of 64 bytes.
+pub const NPY_HEADER_BYTES: u128 = 256;
+/// `summary.json` without its parameters: the run's options, priors and input records.
+const SUMMARY_FIXED_BYTES: u128 = 1 << 20;
+/// `summary.json` per parameter: a name and seven numbers, pretty-printed (about 300 bytes).
+const SUMMARY_BYTES_PER_PARAM: u128 = 1024;
 
 /// A byte count for people: `512 B`, `3.2 MB`, `16.0 GB`, `4.0 EB` (powers of 1000).
 pub struct Bytes(pub u128);

@@ -76,7 +76,7 @@ pub fn run(mut args: SampleArgs, started: Instant) -> Result<()> {
     };
     let sampling = Instant::now();
     let from = resumed.as_ref().map(|r| &r.from);
-    let (sample, names) = sample_model(&args, model, &run, from, gpu.as_ref())?;
+    let (sample, names) = sample_model(&args, model, &run, from, gpu.as_ref(), out.parent())?;
     let sampling_s = sampling.elapsed().as_secs_f64();
     let diagnostics = sample
         .diagnostics(run.superchain_size)
@@ -213,14 +213,17 @@ fn read(option: &str, path: &Option<std::path::PathBuf>, dims: usize) -> Result<
     Ok(array)
 }
 
-/// Builds the model from the options and runs it (`fused_mh::model_inputs`): the draws and
-/// the parameters' names. A refused input is reported by its flag.
+/// Builds the model from the options, checks that its draws fit in host memory and its files
+/// in the disk space under `out_parent` (the `--out` directory's parent), and runs it
+/// (`fused_mh::model_inputs`): the draws and the parameters' names. A refused input is
+/// reported by its flag.
 fn sample_model(
     args: &SampleArgs,
     model: ModelName,
     run: &ModelRun,
     from: Option<&Continuation>,
     gpu: Option<&Gpu>,
+    out_parent: &Path,
 ) -> Result<(ModelSample, Vec<String>)> {
     let (x, y, se, mean);
     let inputs = match model {
@@ -265,6 +268,9 @@ fn sample_model(
         }
     };
     crate::budget::model_sample(run, inputs.dim()).check_host()?;
+    crate::budget::model_sample_files(run, inputs.dim())
+        .check_disk(out_parent)
+        .with_context(|| format!("--out {}", args.out.display()))?;
     match inputs.sample(run, from, gpu) {
         Ok(named) => Ok((named.sample, named.names)),
         Err(Error::BadModelInput { input, why }) => {

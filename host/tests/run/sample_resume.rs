@@ -5,6 +5,7 @@
 use std::fs;
 use std::path::Path;
 
+use fused_mh::model_run::{ModelRun, Preconditioning};
 use libtest_mimic::{Failed, Trial};
 
 use crate::common::{expect_code, load, one_error_line, program, save, scratch, snapshot};
@@ -218,7 +219,54 @@ fn oversized_sample_refused() -> Result<(), Failed> {
     Ok(())
 }
 
-/// The tests of `host sample --resume`, and of a sample too large to run.
+/// The files of a sample take no more disk space than `host sample` checks for before it
+/// samples (`host::budget::model_sample_files`): each file's size, as the file system reports
+/// it, within its item, and the draws and states at least their arrays' bytes and at most a
+/// header more.
+fn files_within_their_disk_account() -> Result<(), Failed> {
+    let dir = scratch("sample-disk-account");
+    regression(&dir);
+    let out = sample(
+        &dir,
+        false,
+        &[&NEW[..], &["--steps", "40", "--out", "acct"]].concat(),
+    );
+    expect_code(&out, 0, "the sample")?;
+    // NEW's run: 64 chains, 40 steps of which every 2nd is kept, 3 parameters (two
+    // coefficients and sigma). The options the account does not read are the defaults'.
+    let run = ModelRun {
+        chains: 64,
+        warmup: 100,
+        steps: 40,
+        thin: 2,
+        seed: 0,
+        target_acceptance: 0.3,
+        preconditioning: Preconditioning::Diagonal,
+        superchain_size: 8,
+    };
+    let account = host::budget::model_sample_files(&run, 3);
+    for (file, data_bytes) in [
+        ("draws.npy", 4 * 64 * 20 * 3),
+        ("states.npy", 4 * 64 * 3),
+        ("summary.json", 0),
+    ] {
+        let size = u128::from(fs::metadata(dir.join("acct").join(file))?.len());
+        let item = account
+            .bytes_of(file)
+            .ok_or(format!("the account has no {file}"))?;
+        let header = size.checked_sub(data_bytes);
+        let npy_ok = data_bytes == 0 || header.is_some_and(|h| h <= host::budget::NPY_HEADER_BYTES);
+        if size > item || !npy_ok {
+            return Err(
+                format!("{file}: {size} bytes, its account {item}, its data {data_bytes}").into(),
+            );
+        }
+    }
+    fs::remove_dir_all(&dir).ok();
+    Ok(())
+}
+
+/// The tests of `host sample --resume`, and of a sample too large to run or to write.
 pub fn trials(gpu: bool) -> Vec<Trial> {
     vec![
         Trial::test("sample_continuation_equals_one_run_cpu", || {
@@ -230,5 +278,9 @@ pub fn trials(gpu: bool) -> Vec<Trial> {
         .with_ignored_flag(!gpu),
         Trial::test("sample_continuations_refused", continuations_refused),
         Trial::test("sample_oversized_refused", oversized_sample_refused),
+        Trial::test(
+            "sample_files_within_their_disk_account",
+            files_within_their_disk_account,
+        ),
     ]
 }
