@@ -233,7 +233,8 @@ fn files_within_their_disk_account() -> Result<(), Failed> {
     );
     expect_code(&out, 0, "the sample")?;
     // NEW's run: 64 chains, 40 steps of which every 2nd is kept, 3 parameters (two
-    // coefficients and sigma). The options the account does not read are the defaults'.
+    // coefficients and sigma). The account reads only these; the seed, the acceptance aimed
+    // at and the preconditioning could be anything.
     let run = ModelRun {
         chains: 64,
         warmup: 100,
