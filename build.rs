@@ -19,7 +19,7 @@
 //! that this outer cargo set for the host build removed (`RUSTFLAGS`, `CARGO_*`, wrappers such
 //! as clippy's), so the kernel is built the same way whatever command started the outer build.
 //! The results are written to `$OUT_DIR/fused_mh_kernel_<arch>.ptx`, with a register limit on
-//! the model kernels and the two-warp block-per-row step ([`limit_registers`]), and `src/lib.rs` embeds them
+//! the model kernels and the block-per-row steps ([`limit_registers`]), and `src/lib.rs` embeds them
 //! with `include_str!` (the file names reach it as `FUSED_MH_PTX_PORTABLE` and
 //! `FUSED_MH_PTX_NEWER`).
 
@@ -108,10 +108,19 @@ const MODEL_MAX_REGISTERS: u32 = 80;
 /// `bench/NOTES.md`, issue 22, second part) and stay unbounded.
 const BLOCK_ROWS_MAX_REGISTERS: u32 = 96;
 
+/// Registers a thread of the in-kernel-RNG block-per-row steps of four and eight warps
+/// (`mh_step_block_rows_v4_*`, `mh_step_block_rows_8w_v4_*`) may take: with a segment's quads
+/// computed behind one branch (`block_rows::SEGMENT_QUADS_TOGETHER`) ptxas gives 134
+/// unbounded, 3 blocks of 4 warps on an SM; at 128, 4 fit, with no spill for the Gaussian
+/// (`bench/NOTES.md`, issue 22, twentieth part).
+const WIDE_BLOCK_ROWS_MAX_REGISTERS: u32 = 128;
+
 /// The entries whose registers are limited: a name prefix and the limit.
-const REGISTER_LIMITS: [(&str, u32); 2] = [
+const REGISTER_LIMITS: [(&str, u32); 4] = [
     ("mh_model_steps_", MODEL_MAX_REGISTERS),
     ("mh_step_block_rows_2w_", BLOCK_ROWS_MAX_REGISTERS),
+    ("mh_step_block_rows_v4_", WIDE_BLOCK_ROWS_MAX_REGISTERS),
+    ("mh_step_block_rows_8w_v4_", WIDE_BLOCK_ROWS_MAX_REGISTERS),
 ];
 
 /// `ptx` with a `.maxnreg` directive ([`REGISTER_LIMITS`]) after the parameter list of every

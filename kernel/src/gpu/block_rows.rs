@@ -43,11 +43,19 @@ use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, 
 use crate::gpu::device::warp::{group_sum_loop, shfl_idx};
 use crate::gpu::feed::RowFeed;
 use crate::gpu::noise::Noise;
-use crate::gpu::step::{decide_sum, propose_resident, write_resident};
+use crate::gpu::resident::{propose_resident, write_resident};
+use crate::gpu::step::decide_sum;
 use crate::layout::{self, MAX_BLOCK_ROW_SEGMENTS, SEGMENT_QUADS, WARP_SIZE};
 use crate::mh;
 use crate::target::Target;
 use core::arch::{asm, nvptx};
+
+/// A warp's quads of its segment computed behind one branch (`step::propose_resident`): with
+/// all 8 behind one, ptxas overlaps the quads' dependent chains, which a warp of this step,
+/// waiting at the row's barrier with few warps beside it, has little else to hide them with
+/// (`bench/NOTES.md`, issue 22, twentieth part). The quads past a short last segment then
+/// compute zeros, at no cost to the row: the barrier waits for the full segments anyway.
+const SEGMENT_QUADS_TOGETHER: usize = 8;
 
 /// Bytes of one set of the sums' slots: a float per segment, read back as two quads.
 const SUM_SLOTS_BYTES: u32 = (MAX_BLOCK_ROW_SEGMENTS * 4) as u32;
@@ -126,7 +134,15 @@ pub(crate) unsafe fn step_block_rows<
         };
         // SAFETY: the warp's quads of the row are its first Q from `first_quad` (a segment).
         let (ps, partial) = unsafe {
-            propose_resident::<T, N, F, Q>(args, noise, slot, &feed, first_quad, target_quad)
+            propose_resident::<T, N, F, Q>(
+                args,
+                noise,
+                slot,
+                &feed,
+                first_quad,
+                SEGMENT_QUADS_TOGETHER,
+                target_quad,
+            )
         };
         // SAFETY: the whole warp is here (the loop is uniform across the block).
         let segment_sum = unsafe { group_sum_loop(partial, WARP_SIZE) };

@@ -16,6 +16,9 @@ pub(crate) trait RowFeed<N: Noise, const Q: usize> {
     /// Whether a row's lanes are half its group's, each lane holding two group lanes' quads
     /// (`step::propose_resident` sums them as the group would: the bits do not change).
     const PAIRED: bool = false;
+    /// How many of a lane's quads `step::propose_resident` computes behind one branch (see
+    /// there): 1, a branch per quad, unless the feed says otherwise.
+    const QUADS_TOGETHER: usize = 1;
     /// The lanes of a row of `dim` elements, and so the stride between a lane's quads: the
     /// group's ([`RowFeed::GROUP`], else `layout::group_width(dim)`), half of them paired.
     #[inline(always)]

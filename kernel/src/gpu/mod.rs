@@ -22,8 +22,9 @@
 //!   from one thread per row toward the production step, and the fused kernel's lesson.
 //! - [`noise`], [`args`], [`row`], [`feed`] (and `shared_feed` on sm_80): what one step reads
 //!   (random numbers, the buffers), a lane's part of a row, and where a lane's rows come from.
-//! - [`step`]: the single step (register-resident and streamed rows) and [`entries`], its
-//!   entry points; [`block_rows`]: the single step of long rows, a block per row.
+//! - [`resident`]: a row held in registers, its proposals and its new state; [`step`]: the
+//!   single step (register-resident and streamed rows) and [`entries`], its entry points;
+//!   [`block_rows`]: the single step of long rows, a block per row.
 //! - [`chain`]: the fused K-step kernel, rows in registers for K steps.
 //! - [`stats`]: the statistics kernel for rows too long for the fused kernel, the diagnostics'
 //!   sums, and the merge of two samples' moments.
@@ -39,6 +40,7 @@ pub mod feed;
 pub mod known_answers;
 pub mod model_steps;
 pub mod noise;
+pub mod resident;
 pub mod row;
 #[cfg(target_feature = "sm_80")]
 pub mod shared_feed;

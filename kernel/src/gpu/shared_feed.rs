@@ -13,6 +13,11 @@ use crate::gpu::noise::PhiloxNoise;
 use crate::gpu::row::QuadInput;
 use crate::layout::{self, QUAD, WARP_SIZE};
 
+/// A staged row's quads computed behind one branch (`RowFeed::QUADS_TOGETHER`): in pairs, a
+/// lane's two quads of a row of 64 (the paired step) are one block, whose Philox and
+/// Box-Muller chains ptxas can overlap (`bench/NOTES.md`, issue 22, twentieth part).
+const STAGED_QUADS_TOGETHER: usize = 2;
+
 /// The most shared memory a kernel may declare for itself; beyond it, a launch gives the
 /// block *dynamic* shared memory, up to the device's opt-in limit (227 KB on the H200).
 const MAX_STATIC_SHARED_BYTES: usize = 48 * 1024;
@@ -160,6 +165,7 @@ impl<const Q: usize, const G: usize, const W: usize, const PAIRED: bool> RowFeed
 {
     const GROUP: usize = G;
     const PAIRED: bool = PAIRED;
+    const QUADS_TOGETHER: usize = STAGED_QUADS_TOGETHER;
 
     #[inline(always)]
     unsafe fn load_next<const V4: bool>(
