@@ -19,8 +19,8 @@
 //! that this outer cargo set for the host build removed (`RUSTFLAGS`, `CARGO_*`, wrappers such
 //! as clippy's), so the kernel is built the same way whatever command started the outer build.
 //! The results are written to `$OUT_DIR/fused_mh_kernel_<arch>.ptx`, with a register limit on
-//! the model kernels and the block-per-row steps ([`limit_registers`]), and `src/lib.rs` embeds them
-//! with `include_str!` (the file names reach it as `FUSED_MH_PTX_PORTABLE` and
+//! the model kernels and the block-per-row steps ([`limit_registers`]), and `src/lib.rs`
+//! embeds them with `include_str!` (the file names reach it as `FUSED_MH_PTX_PORTABLE` and
 //! `FUSED_MH_PTX_NEWER`).
 
 use std::env;

@@ -10,7 +10,7 @@
 //!
 //! So the row is split over the warps of a block: warp `w` owns segment `w`
 //! ([`layout::SEGMENT_QUADS`] quads, 1024 elements), holds its proposal in registers as the
-//! one-warp-per-row step does (`step::propose_resident`), and sums its terms with a butterfly
+//! one-warp-per-row step does (`resident::propose_resident`), and sums its terms with a butterfly
 //! of shuffles. The row's decision needs all the segments' sums, and shuffles reach only the
 //! lanes of one warp: the warps meet in *shared memory*. Lane 0 of each warp stores its
 //! segment's sum in a slot of a small block-shared array, the block waits at a *barrier*
@@ -50,11 +50,12 @@ use crate::mh;
 use crate::target::Target;
 use core::arch::{asm, nvptx};
 
-/// A warp's quads of its segment computed behind one branch (`step::propose_resident`): with
-/// all 8 behind one, ptxas overlaps the quads' dependent chains, which a warp of this step,
-/// waiting at the row's barrier with few warps beside it, has little else to hide them with
-/// (`bench/NOTES.md`, issue 22, twentieth part). The quads past a short last segment then
-/// compute zeros, at no cost to the row: the barrier waits for the full segments anyway.
+/// A warp's quads of its segment computed behind one branch (`resident::propose_resident`):
+/// with all 8 behind one, ptxas overlaps the quads' dependent chains, which a warp of this
+/// step, waiting at the row's barrier with few warps beside it, has little else to hide them
+/// with (3 to 6 % faster on rows of 2048 to 8192, `bench/NOTES.md`, issue 22, twentieth and
+/// twenty-first parts). The quads past a short last segment then compute zeros, at no cost to
+/// the row: the barrier waits for the full segments anyway.
 const SEGMENT_QUADS_TOGETHER: usize = 8;
 
 /// Bytes of one set of the sums' slots: a float per segment, read back as two quads.

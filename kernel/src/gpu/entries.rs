@@ -174,7 +174,7 @@ macro_rules! mh_family_noise_step {
 /// half of them if `$paired`, for rows in whole quads. `mh_step_staged_q2_v4` takes rows of up
 /// to 256 elements (in 64 registers instead of `mh_step_q2_v4`'s 72);
 /// `mh_step_staged_paired_v4` rows of 9 to 256, a lane holding two group lanes' quads (see
-/// `step::propose_resident`); `mh_step_staged_q8_v4` rows of 257 to 1024 with one warp per
+/// `resident::propose_resident`); `mh_step_staged_q8_v4` rows of 257 to 1024 with one warp per
 /// row, fixed at compile time: a lane's quads are then 512 bytes apart, and ptxas needed 96
 /// registers instead of 128 (20 warps per SM instead of 16).
 #[macro_export]

@@ -14,9 +14,9 @@ pub(crate) trait RowFeed<N: Noise, const Q: usize> {
     /// Lanes per row when the feed fixes it at compile time (0: `layout::group_width(dim)`).
     const GROUP: usize = 0;
     /// Whether a row's lanes are half its group's, each lane holding two group lanes' quads
-    /// (`step::propose_resident` sums them as the group would: the bits do not change).
+    /// (`resident::propose_resident` sums them as the group would: the bits do not change).
     const PAIRED: bool = false;
-    /// How many of a lane's quads `step::propose_resident` computes behind one branch (see
+    /// How many of a lane's quads `resident::propose_resident` computes behind one branch (see
     /// there): 1, a branch per quad, unless the feed says otherwise.
     const QUADS_TOGETHER: usize = 1;
     /// The lanes of a row of `dim` elements, and so the stride between a lane's quads: the
