@@ -43,7 +43,8 @@ sanitize)
     fused_equals_single_steps::1000x100::k3 fused_equals_single_steps::5x333::k7
     fused_equals_single_steps::3x1025::k3 fused_equals_single_steps::70000x64::k3
     fused_equals_single_steps::150000x36::k2 moments_and_trace::40x333 moments_and_trace::6x1030
-    gpu_matches_cpu::InKernelRng::1500x2052 gpu_matches_cpu::CallerNoise::1500x2052
+    gpu_matches_cpu::InKernelRng::5500x2052 gpu_matches_cpu::CallerNoise::5500x2052
+    gpu_matches_cpu::InKernelRng::2200x4096
     gpu_matches_cpu::InKernelRng::301x5000 gpu_matches_cpu::CallerNoise::301x5000
     gpu_matches_cpu::InKernelRng::200000x36 gpu_matches_cpu::InKernelRng::100000x256
     normals_are_within_their_bound

@@ -26,17 +26,18 @@ use support::trials::GpuTrials;
 /// 32, typical batches (65536 x 64 fits in L2: the longest small-batch tiles), dims in the
 /// thousands, a row of 333 (no multiple of 4): every kernel variant runs. Rows of 2052 to 8192
 /// take a block per row (3 segments, the last of one quad; 4; 5 and 8, in dynamic shared
-/// memory), more rows than the persistent grid has blocks at 2052, 4096, 8192. Batches large
-/// enough for the paired staged step at dims 16 (one lane a row), 36 (a lane's last quad
+/// memory), at least 4 rows a block of the persistent grid at 2052, 4096, 8192 on a 132-SM GPU
+/// (1320, 528, 264 blocks), so the sums' slots go round their two sets more than once. Batches
+/// large enough for the paired staged step at dims 16 (one lane a row), 36 (a lane's last quad
 /// only in lane 0) and 256 (16 lanes a row).
 const SHAPES: [(usize, usize); 16] = [
     (300000, 16),
     (200000, 36),
     (100000, 256),
-    (1500, 2052),
-    (600, 4096),
+    (5500, 2052),
+    (2200, 4096),
     (301, 5000),
-    (300, 8192),
+    (1100, 8192),
     (1, 1),
     (7, 33),
     (4096, 64),
