@@ -7,6 +7,11 @@
 #                                      it exists (same call: same card, same clocks)
 #   bash bench/gpu-check.sh lessons    the lessons table, its JSON and SVG, and ptxas -v of the
 #                                      kernels (from .gpu/ptx/, which this script's caller copies)
+#   bash bench/gpu-check.sh stalls KERNEL SIZE [SKIP]
+#                                      ncu's stall samples by instruction for one launch of the
+#                                      kernel matching the regex KERNEL in `host bench --sizes
+#                                      SIZE` (after SKIP such launches), summarized by
+#                                      bench/stalls.py, and the math pipes' utilization
 #   bash bench/gpu-check.sh python     the Python package's tests (PyTorch and JAX on the GPU)
 #                                      and bench/python_speed.py, from the wheels in .gpu/wheel/
 #                                      (the caller puts there the wheel of `maturin build
@@ -86,6 +91,28 @@ bench)
     .gpu/bin/host --json "$out/new-$i.json" >"$out/new-$i.txt" 2>&1 || status=1
     tail -n 12 "$out/new-$i.txt"
   done
+  ;;
+stalls)
+  # One launch, profiled: the stall sampling by instruction (SourceCounters) and the pipes'
+  # utilization (ComputeWorkloadAnalysis: `sm__inst_executed_pipe_*`, `sm__pipe_*_cycles_active`
+  # in the report's raw page, e.g. fmaheavy, where sm_90 runs integer multiplies).
+  report="$out/stalls-${2//[^A-Za-z0-9_]/_}-$3"
+  ncu --kernel-name "regex:$2" --launch-skip "${4:-3}" --launch-count 1 \
+    --section WarpStateStats --section SourceCounters --section ComputeWorkloadAnalysis \
+    -o "$report" .gpu/bin/host bench --sizes "$3" --mode rng --reps 5 --untimed-launches 2 \
+    >"$report.log" 2>&1 || status=1
+  ncu -i "$report.ncu-rep" --page source --csv --print-source sass >"$report.csv" || status=1
+  python3 bench/stalls.py "$report.csv" || status=1
+  ncu -i "$report.ncu-rep" --page raw --csv >"$report-raw.csv" || status=1
+  python3 - "$report-raw.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+for name, unit, value in zip(rows[0], rows[1], rows[2]):
+    if ("pipe_" in name and "pct_of_peak_sustained_active" in name) or "issue_active" in name:
+        print(f"  {name:70} {value} {unit}")
+PY
+  xz -f "$report.csv" "$report-raw.csv"
+  rm -f "$report.ncu-rep"
   ;;
 python)
   # The wheel's files and its fused-mh command (in $site/bin, put on the PATH as pip's
