@@ -104,9 +104,11 @@ stalls)
   ncu -i "$report.ncu-rep" --page source --csv --print-source sass >"$report.csv" || status=1
   python3 bench/stalls.py "$report.csv" || status=1
   ncu -i "$report.ncu-rep" --page raw --csv >"$report-raw.csv" || status=1
-  python3 - "$report-raw.csv" <<'PY'
+  python3 - "$report-raw.csv" <<'PY' || status=1
 import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
+if len(rows) < 3:
+    sys.exit(f"{sys.argv[1]}: no metrics (the header, the units and one launch's row expected)")
 for name, unit, value in zip(rows[0], rows[1], rows[2]):
     if ("pipe_" in name and "pct_of_peak_sustained_active" in name) or "issue_active" in name:
         print(f"  {name:70} {value} {unit}")
