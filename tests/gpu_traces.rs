@@ -110,12 +110,15 @@ fn moments_and_trace(batch: usize, dim: usize) -> Result<(), Failed> {
 /// A trace of every `thin`-th state in launches of `k` steps, `k` not a multiple of `thin`, so
 /// each launch's first save falls on another of its steps (and, with `thin` odd, inside a round
 /// of the kernel's shared uniforms): every saved state equals the single steps' state after
-/// that step, bit for bit, and the run's final states the single steps' last.
+/// that step, bit for bit, and the run's final states the single steps' last. From step
+/// counter `first_step`: one just below `2^32` makes the run cut a launch there (a fused
+/// launch keeps the counter's high word).
 fn thinned_trace_equals_single_steps(
     batch: usize,
     dim: usize,
     thin: u64,
     k: u32,
+    first_step: u64,
 ) -> Result<(), Failed> {
     let gpu = open()?;
     let seed = (3 * batch + dim) as u64;
@@ -123,6 +126,7 @@ fn thinned_trace_equals_single_steps(
     let config = StepConfig::new(step_size, seed)?;
     let target_dev = gpu.upload_target(&target)?;
     let mut chains = gpu.upload_chains(&x, shape)?;
+    chains.set_step_counter(first_step);
     let mut stats = gpu.new_stats(shape, false)?;
     let (len, saves) = (shape.len(), 8);
     let plan = RunPlan {
@@ -134,7 +138,11 @@ fn thinned_trace_equals_single_steps(
     if trace.len() != saves as usize * len {
         return Err(format!("trace holds {} states, not {saves}", trace.len() / len).into());
     }
+    if chains.step_counter() != first_step + saves * thin {
+        return Err("the run did not advance the step counter by its steps".into());
+    }
     let mut single = gpu.upload_chains(&x, shape)?;
+    single.set_step_counter(first_step);
     for step in 1..=saves * thin {
         gpu.step(&mut single, &target_dev, &config)?;
         if step % thin == 0 {
@@ -157,12 +165,15 @@ fn main() -> ExitCode {
         trials.add(name, move || moments_and_trace(batch, dim));
     }
     // The split (300 x 64), one-group (40000 x 64), paired (70000 x 64), Q8 (40 x 333) kernels
-    // and the single-step fallback (6 x 1030); thin 3 in launches of 7, thin 5 in launches of 2.
+    // and the single-step fallback (6 x 1030); thin 3 in launches of 7, thin 5 in launches of 2;
+    // and thin 3 in launches of 7 from 4 steps below 2^32, where the run cuts its first launch.
     for (batch, dim) in [(300, 64), (40000, 64), (70000, 64), (40, 333), (6, 1030)] {
-        for (thin, k) in [(3, 7), (5, 2)] {
-            let name = format!("thinned_trace_equals_single_steps::{batch}x{dim}::thin{thin}k{k}");
+        for (thin, k, first) in [(3, 7, 0), (5, 2, 0), (3, 7, (1u64 << 32) - 4)] {
+            let from = if first > 0 { "::below2^32" } else { "" };
+            let name =
+                format!("thinned_trace_equals_single_steps::{batch}x{dim}::thin{thin}k{k}{from}");
             trials.add(name, move || {
-                thinned_trace_equals_single_steps(batch, dim, thin, k)
+                thinned_trace_equals_single_steps(batch, dim, thin, k, first)
             });
         }
     }

@@ -133,7 +133,8 @@ pub struct TraceChunk<'a> {
 impl Gpu {
     /// `steps` steps of every chain in one fused launch (asynchronous, like [`Gpu::step`]),
     /// statistics into `stats`. Advances the chains' step counter by `steps`. Rows longer than
-    /// 1024 elements run as `steps` single steps instead.
+    /// 1024 elements run as `steps` single steps instead, and steps that pass a multiple of
+    /// `2^32` on the step counter as two launches (the fused kernel asks it).
     pub fn steps(
         &self,
         chains: &mut DeviceChains,
@@ -142,7 +143,16 @@ impl Gpu {
         steps: u32,
         stats: &mut ChainStats,
     ) -> Result<()> {
-        self.launch_chain(chains, target, config, steps, stats, None)
+        let mut left = steps;
+        // At least one call, so that a call of 0 steps checks its arguments all the same.
+        loop {
+            let k = launch_steps(left, chains.step);
+            self.launch_chain(chains, target, config, k, stats, None)?;
+            left -= k;
+            if left == 0 {
+                return Ok(());
+            }
+        }
     }
 
     /// Runs `plan.steps` steps of every chain: fused launches of up to
@@ -199,7 +209,8 @@ impl Gpu {
         while done < plan.steps {
             let mut k = (plan.steps - done)
                 .min(u64::from(plan.steps_per_launch))
-                .min(budget);
+                .min(budget)
+                .min(u64::from(launch_steps(u32::MAX, chains.step)));
             if let Some(d) = plan.diagnostics {
                 k = k.min(d.schedule.next_boundary(stats.steps) - stats.steps);
             }
@@ -310,6 +321,13 @@ impl Gpu {
         trace: Option<TraceArgs<'_>>,
     ) -> Result<()> {
         let shape = chains.shape;
+        if launch_steps(steps, chains.step) != steps {
+            return Err(Error::InvalidRun(format!(
+                "a fused launch of {steps} steps from step {} would pass a multiple of 2^32 \
+                 (its callers split such launches)",
+                chains.step
+            )));
+        }
         let problem = ProblemArgs::new(target, shape, config.step_size());
         let null = 0u64;
         let (seed, first_step) = (config.seed(), chains.step);
@@ -464,4 +482,13 @@ struct TraceArgs<'a> {
     thin: u32,
     /// The launch's first save is after its step `first` (0-based).
     first: u32,
+}
+
+/// The steps of one launch from step counter `step`, at most `steps`: no more than reach the
+/// next multiple of `2^32`, as the fused kernel asks (its lanes compute part of their Philox
+/// calls once per launch from the high word of the step counter, which such a launch keeps:
+/// `fused_mh_kernel::rng::QuadDraws`).
+fn launch_steps(steps: u32, step: u64) -> u32 {
+    let left = fused_mh_kernel::rng::steps_sharing_high_word(step);
+    u64::from(steps).min(left) as u32
 }

@@ -47,7 +47,9 @@ pub(crate) unsafe fn split_sum<T: Target>(
 #[derive(Clone, Copy)]
 pub(crate) struct ChainArgs {
     pub(crate) key: Key,
-    /// The step counter of the first of the launch's steps.
+    /// The step counter of the first of the launch's steps. The launch's steps share its high
+    /// word (`steps <= rng::steps_sharing_high_word(first_step)`: the host splits a launch
+    /// that would pass a multiple of `2^32`), or the lanes' `rng::QuadDraws` would be wrong.
     pub(crate) first_step: u64,
     /// Steps in this launch (K).
     pub(crate) steps: u32,
@@ -185,6 +187,14 @@ pub(crate) unsafe fn chain_rows<
     // The lane that holds the row's whole sum, and so counts its non-finite steps.
     let counting_lane = if SPLIT { g } else { 0 };
     let state_len = args.batch * args.dim;
+    // A lane owns the same quads in every row and step, and the launch's steps share the high
+    // word of their counter (the contract): with few quads a lane, the part of their Philox
+    // calls that depends on nothing else is computed once, here (one multiplication fewer a
+    // quad and step; with many, it would take 3 registers a quad).
+    let launch_quads = chain_len <= layout::MAX_RESIDENT_QUADS_PER_LANE;
+    let quad_draws: [rng::QuadDraws; Q] = core::array::from_fn(|k| {
+        rng::QuadDraws::new(chain.key, chain.first_step, quad_of(k) as u32)
+    });
 
     let mut first_row = warp * rows_at_once;
     // Uniform across the warp: every lane reaches every shuffle.
@@ -208,8 +218,13 @@ pub(crate) unsafe fn chain_rows<
         let computed = |k: usize| {
             k % chain_len < layout::MAX_RESIDENT_QUADS_PER_LANE || (k % chain_len) * g < n_quads
         };
-        let draw =
-            |k: usize, draws: &rng::StepDraws| draws.normal_quad(row as u32, quad_of(k) as u32);
+        let draw = |k: usize, draws: &rng::StepDraws| {
+            if launch_quads {
+                draws.normal_quad_of(row as u32, &quad_draws[k])
+            } else {
+                draws.normal_quad(row as u32, quad_of(k) as u32)
+            }
+        };
         // With few quads per lane, the next step's normals are drawn during this step's sum
         // (below); with many, the lane has independent work enough, and the registers are
         // needed elsewhere (the Q8 kernels with moments would spill).
