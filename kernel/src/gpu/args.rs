@@ -3,6 +3,7 @@
 use crate::gpu::device::memory::{load_quad, load_shared_v4, store_quad, store_shared_v4};
 use crate::gpu::device::thread::{block_dim_x, thread_idx_x};
 use crate::layout::{self, QUAD, WARP_SIZE};
+use crate::philox::Key;
 use crate::target::Target;
 use core::arch::asm;
 use core::arch::nvptx;
@@ -28,6 +29,37 @@ pub(crate) struct StepArgs {
     /// rounded back to the state; the run's single steps); null: not counted.
     pub(crate) null_moves: *mut u32,
     pub(crate) tile_rows: usize,
+}
+
+/// The per-run inputs of the fused kernel (`gpu::chain`) beyond [`StepArgs`]: the random
+/// stream, how many steps, and where the statistics go.
+#[derive(Clone, Copy)]
+pub(crate) struct ChainArgs {
+    pub(crate) key: Key,
+    /// The step counter of the first of the launch's steps. The launch's steps share its high
+    /// word (`steps <= rng::steps_sharing_high_word(first_step)`: the host splits a launch
+    /// that would pass a multiple of `2^32`), or the lanes' `rng::QuadDraws` would be wrong.
+    pub(crate) first_step: u64,
+    /// Steps in this launch (K).
+    pub(crate) steps: u32,
+    /// `[batch]` u32: each row adds its accepted steps.
+    pub(crate) accepted_count: *mut u32,
+    /// `[batch]` u32: each row adds its steps whose `log alpha` was not finite.
+    pub(crate) nonfinite_count: *mut u32,
+    /// `[batch]` u32: each row adds its *null moves*, steps whose terms totalled exactly 0:
+    /// the proposal rounded back to the state (accepted, and no move); only with `STATS`.
+    pub(crate) null_count: *mut u32,
+    /// `[batch, dim]` f64 running means and sums of squared deviations (only with `STATS`).
+    pub(crate) mean: *mut f64,
+    pub(crate) m2: *mut f64,
+    /// Steps already folded into `mean` and `m2` by earlier launches.
+    pub(crate) stats_n: u64,
+    /// `[trace_slots, batch, dim]` f32: the thinned states (only if `thin > 0`).
+    pub(crate) trace: *mut f32,
+    /// Save every `thin`-th state (0: none) ...
+    pub(crate) thin: u32,
+    /// ... starting after this launch's step `trace_first` (0-based).
+    pub(crate) trace_first: u32,
 }
 
 /// Bytes of shared memory per target quad: one 16-byte quad of each of its arrays.

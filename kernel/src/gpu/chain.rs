@@ -1,6 +1,6 @@
 //! The fused kernel: K steps of every chain in one launch, each row in registers.
 
-use crate::gpu::args::{RowSlot, StepArgs, shared_target_quad, stage_target};
+use crate::gpu::args::{ChainArgs, RowSlot, StepArgs, shared_target_quad, stage_target};
 use crate::gpu::device::memory::store_quad;
 use crate::gpu::device::sfu::{count_not_finite, count_zero};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
@@ -8,7 +8,6 @@ use crate::gpu::device::warp::{ballot_decision, group_sum, segment_total, shfl_i
 use crate::layout::{self, QUAD, WARP_SIZE};
 use crate::math::fma;
 use crate::mh;
-use crate::philox::Key;
 use crate::rng;
 use crate::target::Target;
 
@@ -40,37 +39,6 @@ pub(crate) unsafe fn split_sum<T: Target>(
         let chained = T::add_quad_terms(shfl_xor(first, g as u32), x, p, target);
         segment_total(chained, g)
     }
-}
-
-/// The per-run inputs of the fused kernel beyond [`StepArgs`]: the random stream, how many
-/// steps, and where the statistics go.
-#[derive(Clone, Copy)]
-pub(crate) struct ChainArgs {
-    pub(crate) key: Key,
-    /// The step counter of the first of the launch's steps. The launch's steps share its high
-    /// word (`steps <= rng::steps_sharing_high_word(first_step)`: the host splits a launch
-    /// that would pass a multiple of `2^32`), or the lanes' `rng::QuadDraws` would be wrong.
-    pub(crate) first_step: u64,
-    /// Steps in this launch (K).
-    pub(crate) steps: u32,
-    /// `[batch]` u32: each row adds its accepted steps.
-    pub(crate) accepted_count: *mut u32,
-    /// `[batch]` u32: each row adds its steps whose `log alpha` was not finite.
-    pub(crate) nonfinite_count: *mut u32,
-    /// `[batch]` u32: each row adds its *null moves*, steps whose terms totalled exactly 0:
-    /// the proposal rounded back to the state (accepted, and no move); only with `STATS`.
-    pub(crate) null_count: *mut u32,
-    /// `[batch, dim]` f64 running means and sums of squared deviations (only with `STATS`).
-    pub(crate) mean: *mut f64,
-    pub(crate) m2: *mut f64,
-    /// Steps already folded into `mean` and `m2` by earlier launches.
-    pub(crate) stats_n: u64,
-    /// `[trace_slots, batch, dim]` f32: the thinned states (only if `thin > 0`).
-    pub(crate) trace: *mut f32,
-    /// Save every `thin`-th state (0: none) ...
-    pub(crate) thin: u32,
-    /// ... starting after this launch's step `trace_first` (0-based).
-    pub(crate) trace_first: u32,
 }
 
 /// `K` steps of every chain in one launch, each row's state kept in registers throughout
@@ -475,7 +443,8 @@ macro_rules! mh_family_chain {
             thin: u32,
             trace_first: u32,
         ) {
-            use $crate::gpu::{args::StepArgs, chain};
+            use $crate::gpu::args::{ChainArgs, StepArgs};
+            use $crate::gpu::chain;
             let args = StepArgs {
                 x,
                 x_new: x,
@@ -489,7 +458,7 @@ macro_rules! mh_family_chain {
                 null_moves: core::ptr::null_mut(),
                 tile_rows: 0,
             };
-            let chain_args = chain::ChainArgs {
+            let chain_args = ChainArgs {
                 key: $crate::rng::key(seed),
                 first_step,
                 steps,
