@@ -12,8 +12,9 @@
 #                                      kernel matching the regex KERNEL in `host bench --sizes
 #                                      SIZE` (after SKIP such launches), summarized by
 #                                      bench/stalls.py, and the math pipes' utilization
-#   bash bench/gpu-check.sh python     the Python package's tests (PyTorch and JAX on the GPU)
-#                                      and bench/python_speed.py, from the wheels in .gpu/wheel/
+#   bash bench/gpu-check.sh python     the Python package's tests (PyTorch and JAX on the GPU),
+#                                      bench/python_speed.py and bench/python_call_pieces.py,
+#                                      from the wheels in .gpu/wheel/
 #                                      (the caller puts there the wheel of `maturin build
 #                                      --release -m python/Cargo.toml` and pytest's, from
 #                                      `pip download pytest`: that machine has no network)
@@ -127,6 +128,8 @@ python)
   # The Rust benchmark's single step at (4096, 64) and (1048576, 64) on the H200 (session 7).
   python3 bench/python_speed.py --kernel-us 4.64 140.7 --host "$FUSED_MH_HOST" \
     "$out/python-speed.json" || status=1
+  # Where a Model call's time goes: each piece of its path, in fresh interpreters.
+  python3 bench/python_call_pieces.py --runs 5 "$out/python-pieces.json" || status=1
   ;;
 lessons)
   .gpu/bin/host lessons --json "$out/lessons.json" --svg "$out/lessons.svg" || status=1
