@@ -3,7 +3,8 @@
 import numpy as np
 
 from . import _native
-from ._arrays import DEVICES, gpu_step, is_gpu_array, like_input_on_device
+from ._arrays import (DEVICES, cuda_step, is_cuda_tensor, is_jax_gpu, jax_step,
+                      like_input_on_device)
 from ._checks import step_size as _step_size
 from ._checks import unsigned as _unsigned
 from ._functions import _TargetCache, step
@@ -185,8 +186,10 @@ class Model:
             out = step_chains(self._data_model, x, size, 1, seed, counter)
             self._step = counter + 1
             return out["x"], like_input_on_device(x, out["accepted_count"] > 0)
-        if is_gpu_array(x):
-            out = gpu_step(x, self._target, size, seed=seed, step=counter)
+        if is_cuda_tensor(x):  # the per-call path of small batches: no layers between
+            out = cuda_step(x, self._target, size, seed, counter)
+        elif is_jax_gpu(x):
+            out = jax_step(x, self._target, size, seed, counter)
         else:
             t = self._target
             out = step(x, t.mu, t.sigma, size, seed=seed, step=counter)
