@@ -219,8 +219,13 @@ class _MemoryErrors:
 
     def __exit__(self, kind, error, traceback):
         if kind is not None and issubclass(kind, self.oom):
-            raise MemoryError(f"the GPU is out of memory: {error}") from error
+            raise _gpu_memory_error(error) from error
         return False
+
+
+def _gpu_memory_error(error):
+    """The package's `MemoryError` for PyTorch's out-of-memory `error`."""
+    return MemoryError(f"the GPU is out of memory: {error}")
 
 
 def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
@@ -247,7 +252,7 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
         x_new = torch.empty_like(x, memory_format=torch.contiguous_format)
         accepted = torch.empty(x.size(0), dtype=torch.bool, device=x.device)
     except torch.cuda.OutOfMemoryError as e:
-        raise MemoryError(f"the GPU is out of memory: {e}") from e
+        raise _gpu_memory_error(e) from e
     # `to_dlpack` hands the tensor over as it is; `t.__dlpack__(stream=...)` would also order
     # the stream it is given after the tensor's (an event, ~3 us a tensor on the H200), which
     # is already so: the step is queued on the current stream, where PyTorch queued the work
