@@ -19,8 +19,9 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+
+from report_file import check_new, write_new
 
 SHAPE = (4096, 64)
 N = 2000
@@ -122,8 +123,8 @@ def main():
     p.add_argument("--one-run", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("json", nargs="?")
     args = p.parse_args()
-    if args.json and os.path.exists(args.json):
-        p.error(f"{args.json} exists: the report goes to a new file")
+    if args.json:
+        check_new(args.json)
     if args.one_run:
         print(json.dumps(pieces()))
         return
@@ -144,18 +145,6 @@ def main():
         print(f"{key:30s} {cells} {med!s:>8s}")
     if args.json:
         write_new(args.json, json.dumps({"runs": runs, "cpus": os.cpu_count()}, indent=1))
-
-
-def write_new(path, text):
-    """`text` as the new file `path`, whole or not at all: written beside it, then linked to
-    its name, which fails if a file is there already (nothing is overwritten)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    with tempfile.NamedTemporaryFile("w", dir=folder, delete=False) as f:
-        f.write(text)
-    try:
-        os.link(f.name, path)
-    finally:
-        os.unlink(f.name)
 
 
 if __name__ == "__main__":

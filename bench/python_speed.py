@@ -21,6 +21,7 @@ import time
 import torch
 
 import fused_mh
+from report_file import check_new, write_new
 
 
 class Reference(torch.nn.Module):
@@ -130,6 +131,8 @@ def main():
     p.add_argument("--host", help="the host program: also time `host run` against `run`")
     p.add_argument("json", nargs="?")
     args = p.parse_args()
+    if args.json:
+        check_new(args.json)
     if args.one_run:
         print(json.dumps(fused_figures()))
         return
@@ -173,12 +176,12 @@ def main():
         print(f"| ({r['batch']}, 64) | {f['median']:.2f} ({f['min']:.2f}-{f['max']:.2f}) | {k} "
               f"| {r['reference_us']:.2f} | {r['compiled_us']:.2f} |")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "runs": args.runs, "rows": rows,
-                       "run_us_per_step_1048576x64_1000_steps_k100": run_us,
-                       "run_us_per_step_1048576x64_100_steps": run_100,
-                       "against_host_run": versus}, f, indent=1)
+        write_new(args.json, json.dumps({
+            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "runs": args.runs, "rows": rows,
+            "run_us_per_step_1048576x64_1000_steps_k100": run_us,
+            "run_us_per_step_1048576x64_100_steps": run_100,
+            "against_host_run": versus}, indent=1))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ import time
 
 import numpy as np
 
+from report_file import check_new, write_new
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "tests", "posteriordb")
 POSTERIORS = ["sblri-blr", "kidiq-kidscore_momiq", "earnings-logearn_height",
@@ -239,6 +241,7 @@ TOOLS = os.environ.get("TTA_TOOLS", "numpyro,blackjax").split(",")
 
 
 def main(host, out_json):
+    check_new(out_json)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         # The first process on a machine compiles the PTX module (the driver caches the result
@@ -286,7 +289,7 @@ def main(host, out_json):
                     if ok:
                         break
             results.append(row)
-    json.dump(results, open(out_json, "w"), indent=1)
+    write_new(out_json, json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
