@@ -17,10 +17,9 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
+from fresh_interpreters import runs_of
 from report_file import check_new, write_new
 
 SHAPE = (4096, 64)
@@ -128,12 +127,7 @@ def main():
     if args.one_run:
         print(json.dumps(pieces()))
         return
-    runs = []
-    for i in range(args.runs):
-        pin = ["taskset", "-c", args.taskset[i % len(args.taskset)]] if args.taskset else []
-        done = subprocess.run([*pin, sys.executable, __file__, "--one-run"], check=True,
-                              capture_output=True, text=True)
-        runs.append(json.loads(done.stdout.splitlines()[-1]))
+    runs = runs_of(__file__, args.runs, args.taskset)
     keys = list(runs[0])
     print(f"{'piece':30s} " + " ".join(f"{'run ' + str(i):>8s}" for i in range(len(runs)))
           + f" {'median':>8s}")

@@ -15,12 +15,12 @@ import argparse
 import json
 import statistics
 import subprocess
-import sys
 import time
 
 import torch
 
 import fused_mh
+from fresh_interpreters import runs_of
 from report_file import check_new, write_new
 
 
@@ -136,9 +136,7 @@ def main():
     if args.one_run:
         print(json.dumps(fused_figures()))
         return
-    runs = [json.loads(subprocess.run([sys.executable, __file__, "--one-run"], check=True,
-                                      capture_output=True, text=True).stdout.splitlines()[-1])
-            for _ in range(args.runs)]
+    runs = runs_of(__file__, args.runs)
     if args.fused_only:
         for key in runs[0]:
             r = spread(runs, key)
