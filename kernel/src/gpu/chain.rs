@@ -222,7 +222,8 @@ pub(crate) unsafe fn chain_rows<
             // The draws of the step whose normals this iteration makes: this one, or with
             // pipelining the next.
             let draws = rng::StepDraws::new(chain.key, step + u64::from(pipelined));
-            let in_round = j as usize & (lanes - 1);
+            // The step's position in the uniforms' round, in 32 bits like `j`.
+            let in_round = j & (lanes as u32 - 1);
             if in_round == 0 {
                 let ahead = j as usize + lane_in_row;
                 my_threshold = if live && ahead < chain.steps as usize {
@@ -243,7 +244,7 @@ pub(crate) unsafe fn chain_rows<
                 g,
                 // SAFETY: every lane of the warp runs this loop (the row loop is uniform:
                 // lanes past the batch take part with `live = false`).
-                threshold: unsafe { shfl_idx(my_threshold, (group * lanes + in_round) as u32) },
+                threshold: unsafe { shfl_idx(my_threshold, (group * lanes) as u32 + in_round) },
             };
             let mut ps = [[0.0f32; 4]; Q];
             let mut partial = 0.0f32;
@@ -300,10 +301,11 @@ pub(crate) unsafe fn chain_rows<
                     (mh::below_threshold(total, slot.threshold), total)
                 }
             };
+            // The count is added under the accept's predicate: one instruction.
             if accept {
                 xs = ps;
+                count += 1;
             }
-            count += u32::from(accept);
             nonfinite = count_not_finite(nonfinite, total);
             if STATS {
                 nulls = count_zero(nulls, total);
