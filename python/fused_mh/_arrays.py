@@ -250,7 +250,7 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
     stream = _raw_stream_getter()(index)
     try:
         x_new = torch.empty_like(x, memory_format=torch.contiguous_format)
-        accepted = torch.empty(x.size(0), dtype=torch.bool, device=x.device)
+        accepted = x.new_empty(x.size(0), dtype=torch.bool)  # on x's device
     except torch.cuda.OutOfMemoryError as e:
         raise _gpu_memory_error(e) from e
     # `to_dlpack` hands the tensor over as it is; `t.__dlpack__(stream=...)` would also order
