@@ -14,14 +14,16 @@ mod support;
 use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng};
 use support::trials::GpuTrials;
 
-/// Small batches (the split kernels), batches of one lane group per row, and large batches
+/// Small batches (the split kernels; 2000 x 128 with a sum tree of 16 lanes over launches of
+/// more than one round of uniforms), batches of one lane group per row, and large batches
 /// (the paired kernels: 70000 x 64 and up), with rows of 12 (one lane per row paired), 30 and
 /// 36 (quads a lane does not own), 64 and 256.
-const FUSED_CASES: [(usize, usize, u32); 14] = [
+const FUSED_CASES: [(usize, usize, u32); 15] = [
     (1, 1, 1),
     (7, 33, 5),
     (4096, 64, 20),
     (1000, 100, 3),
+    (2000, 128, 40),
     (5, 333, 7),
     (256, 1000, 4),
     (3, 1025, 3),

@@ -164,11 +164,21 @@ fn main() -> ExitCode {
         let name = format!("moments_and_trace::{batch}x{dim}");
         trials.add(name, move || moments_and_trace(batch, dim));
     }
-    // The split (300 x 64), one-group (40000 x 64), paired (70000 x 64), Q8 (40 x 333) kernels
-    // and the single-step fallback (6 x 1030); thin 3 in launches of 7, thin 5 in launches of 2;
-    // and thin 3 in launches of 7 from 4 steps below 2^32, where the run cuts its first launch.
-    for (batch, dim) in [(300, 64), (40000, 64), (70000, 64), (40, 333), (6, 1030)] {
-        for (thin, k, first) in [(3, 7, 0), (5, 2, 0), (3, 7, (1u64 << 32) - 4)] {
+    // The split kernel with a sum tree of 8 lanes (300 x 64) and of 16 (300 x 100), the
+    // one-group (40000 x 64), paired (70000 x 64), Q8 (40 x 333) kernels and the single-step
+    // fallback (6 x 1030); thin 3 in launches of 7, thin 5 in launches of 2 and of 40 (one
+    // launch whose saves fall in several rounds of uniforms); and thin 3 in launches of 7 from
+    // 4 steps below 2^32, where the run cuts its first launch.
+    let shapes = [
+        (300, 64),
+        (300, 100),
+        (40000, 64),
+        (70000, 64),
+        (40, 333),
+        (6, 1030),
+    ];
+    for (batch, dim) in shapes {
+        for (thin, k, first) in [(3, 7, 0), (5, 2, 0), (5, 40, 0), (3, 7, (1u64 << 32) - 4)] {
             let from = if first > 0 { "::below2^32" } else { "" };
             let name =
                 format!("thinned_trace_equals_single_steps::{batch}x{dim}::thin{thin}k{k}{from}");
