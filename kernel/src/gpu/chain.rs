@@ -11,36 +11,6 @@ use crate::mh;
 use crate::rng;
 use crate::target::Target;
 
-/// The sum of [`group_sum`] for a row whose group's quads are split over `2 g` lanes (the
-/// `_split` fused kernels): lane `j < g` holds the first quad of the group's lane `j`, lane
-/// `j + g` its second. `first` is the lane's own quad's terms added to 0; `x`, `p` and
-/// the target's quad.
-///
-/// The single step's lane `j` adds its two quads' terms in one chain, first quad then second,
-/// and the split keeps that order to the bit: lane `j` passes its chain to lane `j + g`
-/// (`shfl.sync.bfly` by `g`), which continues it with its own quad's terms. The upper half's
-/// lanes then hold exactly the group's partial sums, summed as [`group_sum`]'s tree does:
-/// the total ends in the upper half's first lane, which decides for the row
-/// ([`ballot_decision`]). The other lanes return partial values.
-///
-/// # Safety
-/// All 32 lanes of the warp call this together, with the same `g` (a warp collective, see
-/// [`crate::gpu::device::warp`]).
-#[inline(always)]
-pub(crate) unsafe fn split_sum<T: Target>(
-    first: f32,
-    x: [f32; 4],
-    p: [f32; 4],
-    target: &T::Quad,
-    g: usize,
-) -> f32 {
-    // SAFETY: the whole warp is here (the contract).
-    unsafe {
-        let chained = T::add_quad_terms(shfl_xor(first, g as u32), x, p, target);
-        segment_total(chained, g)
-    }
-}
-
 /// `K` steps of every chain in one launch, each row's state kept in registers throughout
 /// (the fused kernel). A group of `G = group_width(dim)` lanes owns a row for all `K` steps:
 /// lane `j` holds quads `j, j + G, ...` of it, as in the single step, so the sums are added in
@@ -48,14 +18,12 @@ pub(crate) unsafe fn split_sum<T: Target>(
 ///
 /// Per step and row the only memory traffic left is the target (from shared memory); the row
 /// is read once at the start and written once at the end. The acceptance uniforms are shared
-/// out like the single step's: every `G` steps (`2 G` split), lane `j` of the row's lanes draws
+/// out like the single step's: every `G` steps (`G / 2` paired), lane `j` of the row's lanes draws
 /// the uniform of step `j` ahead and the others read it with a shuffle, so a lane pays one
 /// Philox call per `G` steps for them.
 ///
-/// With `SPLIT` (rows of at most 128 elements, `Q = 1`), the row's lanes are `2 G`: lanes `j`
-/// and `j + G` hold the two quads that lane `j` of the group holds otherwise, and
-/// [`split_sum`] chains their terms in the same order. Twice the warps for the same rows: for
-/// small batches, where one warp per scheduler or two cannot hide the step's latencies.
+/// Small batches take the split kernel instead ([`crate::gpu::chain_split`]): each row over
+/// `2 G` lanes, one quad a lane.
 ///
 /// With `PAIRED` (rows of at most 256 elements, `Q = 4`), the row's lanes are `G / 2`: lane
 /// `j` holds the two quads of the group's lane `j` and the two of its lane `j + G / 2`, as
@@ -95,38 +63,24 @@ pub(crate) unsafe fn chain_rows<
     const Q: usize,
     const V4: bool,
     const STATS: bool,
-    const SPLIT: bool,
     const PAIRED: bool,
     const SCALED: bool,
 >(
     args: &StepArgs,
     chain: &ChainArgs,
 ) {
-    const { assert!(!(SPLIT && PAIRED) && (!PAIRED || Q.is_multiple_of(2))) };
+    const { assert!(!PAIRED || Q.is_multiple_of(2)) };
     let g = layout::group_width(args.dim);
-    // Lanes per row: the group's `g`, `2 g` split (see `split_sum`), or `g / 2` paired.
-    let lanes = if SPLIT {
-        2 * g
-    } else if PAIRED {
-        g / 2
-    } else {
-        g
-    };
+    // Lanes per row: the group's `g`, or `g / 2` paired.
+    let lanes = if PAIRED { g / 2 } else { g };
     let rows_at_once = WARP_SIZE / lanes;
     let lane = lane_id();
     let (lane_in_row, group) = (lane % lanes, lane / lanes);
     // The lane's quads as chains of terms: one of `Q`, or paired two of `Q / 2`.
     let chain_len = if PAIRED { Q / 2 } else { Q };
     // Quad k of this lane: quad `lane_in_row + k g` of the row; paired, quads `Q / 2` on are
-    // those of the group's lane `lane_in_row + g / 2`. Split (Q = 1), lanes j and j + g of the
-    // row hold the two quads of the group's lane j.
+    // those of the group's lane `lane_in_row + g / 2`.
     let quad_of = |k: usize| lane_in_row + (k % chain_len) * g + (k / chain_len) * (g / 2);
-    // Split, the lane that decides for the row: the first of its upper half.
-    let decider_bit = if SPLIT {
-        1u32 << (group * lanes + g)
-    } else {
-        0
-    };
     let warps_per_block = block_dim_x() / WARP_SIZE;
     let warp = block_idx_x() * warps_per_block + thread_idx_x() / WARP_SIZE;
     let row_stride = grid_dim_x() * warps_per_block * rows_at_once;
@@ -152,8 +106,6 @@ pub(crate) unsafe fn chain_rows<
             }
         }
     }
-    // The lane that holds the row's whole sum, and so counts its non-finite steps.
-    let counting_lane = if SPLIT { g } else { 0 };
     let state_len = args.batch * args.dim;
     // A lane owns the same quads in every row and step, and the launch's steps share the high
     // word of their counter (the contract): with few quads a lane, the part of their Philox
@@ -250,14 +202,10 @@ pub(crate) unsafe fn chain_rows<
             let mut partial = 0.0f32;
             // Paired, the second chain's sum: group lane `lane_in_row + g / 2`'s.
             let mut partner = 0.0f32;
-            let mut first_target = T::quad(|_| [0.0f32; 4]);
             for k in 0..Q {
                 if computed(k) {
                     // SAFETY: q < Q * 32, and `target` is the staged copy.
                     let quad = unsafe { shared_target_quad::<T>(target, quad_of(k)) };
-                    if k == 0 {
-                        first_target = quad;
-                    }
                     if !pipelined {
                         eps[k] = draw(k, &draws);
                     }
@@ -284,23 +232,14 @@ pub(crate) unsafe fn chain_rows<
             }
             // SAFETY: the whole warp is here, as at the shuffle above; `g` is the same in every
             // lane (from `dim`).
-            let (accept, total) = unsafe {
-                if SPLIT {
-                    let total =
-                        T::row_total(split_sum::<T>(partial, xs[0], ps[0], &first_target, g));
-                    (
-                        ballot_decision(mh::below_threshold(total, slot.threshold), decider_bit),
-                        total,
-                    )
-                } else {
-                    // Paired: the tree's first level, lane j's sum plus lane j + g / 2's.
-                    if PAIRED {
-                        partial += partner;
-                    }
-                    let total = T::row_total(group_sum(partial, lanes));
-                    (mh::below_threshold(total, slot.threshold), total)
+            let total = unsafe {
+                // Paired: the tree's first level, lane j's sum plus lane j + g / 2's.
+                if PAIRED {
+                    partial += partner;
                 }
+                T::row_total(group_sum(partial, lanes))
             };
+            let accept = mh::below_threshold(total, slot.threshold);
             // The count is added under the accept's predicate: one instruction.
             if accept {
                 xs = ps;
@@ -351,11 +290,11 @@ pub(crate) unsafe fn chain_rows<
             // SAFETY: row < batch, and lane 0 of the group is the row's only writer.
             unsafe { *chain.accepted_count.add(row) += count };
         }
-        if live && lane_in_row == counting_lane && nonfinite > 0 {
-            // SAFETY: row < batch, and the counting lane is the row's only writer.
+        if live && lane_in_row == 0 && nonfinite > 0 {
+            // SAFETY: row < batch, and lane 0 of the group is the row's only writer.
             unsafe { *chain.nonfinite_count.add(row) += nonfinite };
         }
-        if STATS && live && lane_in_row == counting_lane && nulls > 0 {
+        if STATS && live && lane_in_row == 0 && nulls > 0 {
             // SAFETY: as above.
             unsafe { *chain.null_count.add(row) += nulls };
         }
@@ -394,8 +333,8 @@ pub(crate) unsafe fn chain_rows<
 
 /// The fused kernel family: one entry point for one target, `Q` quads per lane, `V4` for
 /// 16-byte loads, `STATS` for the running moments, `SPLIT` for a row's quads spread over twice
-/// the lanes, `PAIRED` over half, `SCALED` for per-dimension proposal scales (see
-/// `chain_rows`). Only runs with a preconditioner launch the `SCALED` ones, so the others keep
+/// the lanes (`chain_split::split_rows`, `Q = 1` and no moments), `PAIRED` over half,
+/// `SCALED` for per-dimension proposal scales (see `chain_rows`). Only runs with a preconditioner launch the `SCALED` ones, so the others keep
 /// the step size in a register.
 #[macro_export]
 #[doc(hidden)]
@@ -474,12 +413,20 @@ macro_rules! mh_family_chain {
                 thin,
                 trace_first,
             };
+            const { assert!(!$split || ($q == 1 && !$stats && !$paired)) };
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                chain::chain_rows::<$target, { $q }, $v4, $stats, $split, $paired, $scaled>(
-                    &args,
-                    &chain_args,
-                )
+                if $split {
+                    $crate::gpu::chain_split::split_rows::<$target, $v4, $scaled>(
+                        &args,
+                        &chain_args,
+                    )
+                } else {
+                    chain::chain_rows::<$target, { $q }, $v4, $stats, $paired, $scaled>(
+                        &args,
+                        &chain_args,
+                    )
+                }
             }
         }
     };

@@ -25,7 +25,8 @@
 //! - [`resident`]: a row held in registers, its proposals and its new state; [`step`]: the
 //!   single step (register-resident and streamed rows) and [`entries`], its entry points;
 //!   [`block_rows`]: the single step of long rows, a block per row.
-//! - [`chain`]: the fused K-step kernel, rows in registers for K steps.
+//! - [`chain`]: the fused K-step kernel, rows in registers for K steps; [`chain_split`], its
+//!   form for small batches.
 //! - [`stats`]: the statistics kernel for rows too long for the fused kernel, the diagnostics'
 //!   sums, and the merge of two samples' moments.
 //!
@@ -34,6 +35,7 @@
 pub mod args;
 pub mod block_rows;
 pub mod chain;
+pub mod chain_split;
 pub mod device;
 pub mod entries;
 pub mod feed;
