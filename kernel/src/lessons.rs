@@ -29,7 +29,9 @@
 //! 12. The production fused kernel (`chain.rs`): the next step's normals drawn during this
 //!     step's sum, the uniforms drawn `G` steps at a time and shared by shuffles, the target in
 //!     shared memory; on large batches a lane holds two lanes' quads (`PAIRED`), so a step's
-//!     fixed work is shared by twice the quads.
+//!     fixed work is shared by twice the quads; on small batches a row takes twice the lanes,
+//!     one quad each, and its steps run without a test of their own (`chain_split.rs`: loop
+//!     runs and unswitching, explained in its module doc).
 //!
 //! Rows longer than a warp's registers hold (1024 elements) take a block each, and a lesson of
 //! their own:
