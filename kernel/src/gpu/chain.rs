@@ -334,8 +334,8 @@ pub(crate) unsafe fn chain_rows<
 /// The fused kernel family: one entry point for one target, `Q` quads per lane, `V4` for
 /// 16-byte loads, `STATS` for the running moments, `SPLIT` for a row's quads spread over twice
 /// the lanes (`chain_split::split_rows`, `Q = 1` and no moments), `PAIRED` over half,
-/// `SCALED` for per-dimension proposal scales (see `chain_rows`). Only runs with a preconditioner launch the `SCALED` ones, so the others keep
-/// the step size in a register.
+/// `SCALED` for per-dimension proposal scales (see `chain_rows`). Only runs with a
+/// preconditioner launch the `SCALED` ones, so the others keep the step size in a register.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! mh_family_chain {

@@ -144,7 +144,7 @@ impl SplitRow {
                 let next = rng::StepDraws::new(chain.key, chain.first_step + u64::from(step) + 1);
                 // SAFETY: the whole warp is here (the contract); the target is the staged copy,
                 // `quad < 2 g <= 32`.
-                let (accept, total) = unsafe {
+                let (accept, total, p) = unsafe {
                     let from = (lane.group * 2 * lane.g) as u32 + (step - round_start);
                     let threshold = shfl_idx(self.my_threshold, from);
                     let target = shared_target_quad::<T>(lane.target, lane.quad);
@@ -155,15 +155,11 @@ impl SplitRow {
                     self.eps = next.normal_quad_of(self.row as u32, &lane.quad_draws);
                     let total = T::row_total(split_sum::<T>(partial, self.x, p, &target, g));
                     let below = mh::below_threshold(total, threshold);
-                    if ballot_decision(below, lane.decider_bit) {
-                        self.x = p;
-                        (true, total)
-                    } else {
-                        (false, total)
-                    }
+                    (ballot_decision(below, lane.decider_bit), total, p)
                 };
                 // The count is added under the accept's predicate: one instruction.
                 if accept {
+                    self.x = p;
                     self.count += 1;
                 }
                 self.nonfinite = count_not_finite(self.nonfinite, total);
