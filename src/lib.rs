@@ -70,8 +70,8 @@ macro_rules! testing_module {
 testing_module!(dispatch, host_memory, threads);
 
 pub use device::{
-    ChainStats, CountMemory, DeviceChains, DeviceNoise, DeviceTarget, Gpu, RunCounts, RunPlan,
-    StatesSnapshot, TraceChunk,
+    ChainStats, CountLanding, CountMemory, DeviceChains, DeviceNoise, DeviceTarget, Gpu, RunCounts,
+    RunPlan, StatesSnapshot, TraceChunk,
 };
 pub use diagnostics::{Diagnostics, DiagnosticsPlan, Progress};
 pub use error::{Error, Result};

@@ -1,6 +1,7 @@
 //! The convergence diagnostics on a real GPU: the reduction kernel against the host's formula
 //! on the same moments, the split statistics of a run against the split computed from its own
-//! trace, the early stop, and chains started far out reaching the target. Reported as ignored without a GPU (libtest-mimic, as `gpu.rs`).
+//! trace, the moments a split run hands over, the early stop, and chains started far out
+//! reaching the target. Reported as ignored without a GPU (libtest-mimic, as `gpu.rs`).
 
 use std::process::ExitCode;
 
@@ -198,6 +199,66 @@ fn split_diagnostics_match_the_trace(batch: usize, dim: usize, m: usize) -> Resu
     Ok(())
 }
 
+/// The moments a split run hands over (`Gpu::merged_moments`: its two samples merged on the
+/// device) against a two-pass computation over its full trace, for a run whose last launch
+/// closes a half (96 steps: the current sample is empty, the first one is handed over as it
+/// is) and for one that runs on past it (100: a merge). The tolerances are
+/// `moments_and_trace`'s (`gpu_traces.rs`): each launch of 10 steps accumulates in f32
+/// (relative rounding ~10 * 2^-24 ~ 1e-6), merged in f64; 1e-5 relative to the values' scale
+/// for the mean, and 1e-4 of the variance plus 1e-5 of the squared scale.
+fn merged_moments_match_the_trace(steps: u64) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, step_size) = random_problem(1000, 33, 11);
+    let plan = fused_mh::RunPlan {
+        thin: 1,
+        diagnostics: Some(fused_mh::DiagnosticsPlan {
+            superchain_size: 1,
+            until_rhat: None,
+            min_draws: 4,
+            schedule: SplitSchedule::ending_at(96, 1).ok_or("a schedule")?,
+        }),
+        ..fused_mh::RunPlan::new(steps, 10)
+    };
+    let target_dev = gpu.upload_target(&target)?;
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let mut stats = gpu.new_stats(shape, true)?;
+    let mut trace = Vec::new();
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &StepConfig::new(step_size, 5)?,
+        &plan,
+        &mut stats,
+        &mut |_| Ok(()),
+        &mut |chunk| {
+            trace.extend_from_slice(chunk.states);
+            Ok(())
+        },
+    )?;
+    if stats.diagnostics().map(|d| d.draws) != Some(96) {
+        return Err(format!("{steps} steps: no checkpoint at 96").into());
+    }
+    let (mean, var) = support::two_pass(&trace, shape.len());
+    let (got_mean, got_m2) = gpu.merged_moments(stats)?.ok_or("no moments")?;
+    let (got_mean, got_m2) = (
+        gpu.stream().clone_dtoh(&got_mean)?,
+        gpu.stream().clone_dtoh(&got_m2)?,
+    );
+    for i in 0..shape.len() {
+        let (scale, got_var) = (1.0 + mean[i].abs(), got_m2[i] / steps as f64);
+        if (got_mean[i] - mean[i]).abs() > 1e-5 * scale
+            || (got_var - var[i]).abs() > 1e-4 * var[i] + 1e-5 * scale * scale
+        {
+            return Err(format!(
+                "{steps} steps, element {i}: mean {} vs two-pass {}, variance {got_var} vs {}",
+                got_mean[i], mean[i], var[i]
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// Chains started far out (mu + 10 sigma) converge to the target: after burn-in, each
 /// dimension's mean over all chains and steps is within 5 standard errors of mu, the standard
 /// error from the spread of the chains' own means (the chains are independent, so each chain's
@@ -289,6 +350,10 @@ fn main() -> ExitCode {
             format!("split_diagnostics_match_the_trace::{batch}x{dim}::m{m}"),
             move || split_diagnostics_match_the_trace(batch, dim, m),
         );
+    }
+    for steps in [96, 100] {
+        let name = format!("merged_moments_match_the_trace::{steps}_steps");
+        trials.add(name, move || merged_moments_match_the_trace(steps));
     }
     trials.add("convergence", convergence);
     trials.add(

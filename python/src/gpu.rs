@@ -13,7 +13,7 @@ use cudarc::driver::{CudaSlice, DevicePtr};
 use dlpark::SafeManagedTensor;
 use dlpark::ffi::DataTypeCode;
 use fused_mh::borrowed::{Borrowed, BorrowedNoise, BorrowedStep};
-use fused_mh::{CountMemory, DeviceTarget, Draws, Gpu, RunPlan, Shape, StepConfig};
+use fused_mh::{DeviceTarget, Draws, Gpu, RunPlan, Shape, StepConfig};
 use host::budget::Budget;
 use numpy::ndarray::Array3;
 use numpy::{IntoPyArray, PyReadonlyArray1};
@@ -24,12 +24,15 @@ use pyo3::types::PyDict;
 use crate::dlpack::{Expect, Exported, F32, FLAGS, OwnedBuffer, borrow};
 use crate::errors::to_py;
 use crate::interrupts::Interrupts;
+use crate::landing::KeptLanding;
 
 /// An open GPU (`fused_mh::Gpu` on the device's primary context, the one PyTorch and JAX use).
 #[pyclass(frozen)]
 pub struct Device {
     gpu: Gpu,
     ordinal: usize,
+    /// Where `run`'s counts land, kept for the next call.
+    landing: KeptLanding,
 }
 
 /// A target uploaded to a [`Device`]: `mu` and `1 / sigma^2`.
@@ -66,7 +69,11 @@ impl Device {
             .result()
             .map_err(|e| to_py(e.into()))?;
         }
-        Ok(Self { gpu, ordinal })
+        Ok(Self {
+            gpu,
+            ordinal,
+            landing: KeptLanding::default(),
+        })
     }
 
     /// The device's name.
@@ -259,6 +266,7 @@ impl Device {
         budget.add("the trace", crate::memory::floats(saves));
         crate::memory::check("run", &budget)?;
         let (gpu, x_view) = (&self.gpu, inputs.x);
+        let landing = self.landing.take(shape.batch());
         let mut interrupts = Interrupts::with_progress(progress);
         let run = py.detach(|| {
             let mut trace = crate::memory::reserved("trace", saves)?;
@@ -271,8 +279,8 @@ impl Device {
             let starts = diagnosed.then(|| chains.snapshot_rows(rows)).transpose()?;
             let mut stats = gpu.new_stats(shape, true)?;
             // While the GPU runs, on two more threads: the starting points' download and their
-            // spread, and the pages of the counts' host memory (each milliseconds at a million
-            // chains, otherwise spent before the first launch or after the last).
+            // spread, and the counts' host memory (each milliseconds at a million chains,
+            // otherwise spent before the first launch or after the last).
             let (ran, spread, count_memory) = std::thread::scope(|scope| {
                 let sigma = target.host.sigma();
                 let spread = scope.spawn(|| match starts {
@@ -282,7 +290,7 @@ impl Device {
                     }
                     None => Ok(Vec::new()),
                 });
-                let count_memory = scope.spawn(|| CountMemory::touched(shape.batch()));
+                let count_memory = scope.spawn(|| landing.prepare(gpu, shape.batch()));
                 let ran = gpu.run(
                     &mut chains,
                     &target.target,
@@ -306,7 +314,8 @@ impl Device {
                 )
             });
             let (ran, spread) = (ran?, spread?);
-            let counts = stats.counts(count_memory?)?;
+            let (landing, count_memory) = count_memory?;
+            let counts = landing.counts(&stats, count_memory, &self.landing)?;
             Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread, counts))
         });
         let (chains, stats, trace, ran, spread, counts) = interrupts.result(run)?;

@@ -22,6 +22,7 @@ mod dlpack;
 mod errors;
 mod gpu;
 mod interrupts;
+mod landing;
 mod memory;
 mod models;
 mod starts;

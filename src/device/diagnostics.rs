@@ -114,8 +114,14 @@ impl Gpu {
         let Some(mut moments) = stats.moments else {
             return Ok(None);
         };
+        // One sample holds every draw when the other is empty (a run whose last launch
+        // closed a half leaves the current one so): it is the merge, and no kernel need read
+        // the other.
         if moments.first_n == 0 {
             return Ok(Some(moments.current));
+        }
+        if moments.current_n == 0 {
+            return Ok(moments.first);
         }
         self.absorb_current(&mut moments, shape)?;
         Ok(moments.first)

@@ -134,7 +134,8 @@ impl Gpu {
     /// (this library's stream's next synchronization).
     pub unsafe fn chains_from_borrowed(&self, x: Borrowed, shape: Shape) -> Result<DeviceChains> {
         check_borrowed("x", x, shape.len(), 4)?;
-        let mut states: CudaSlice<f32> = self.alloc("x", shape.len())?;
+        // SAFETY: the copy below writes every element.
+        let mut states: CudaSlice<f32> = unsafe { self.alloc_unwritten("x", shape.len()) }?;
         {
             let (dst, _record) = states.device_ptr_mut(&self.stream);
             // SAFETY: dst holds shape.len() floats (just allocated); the caller vouches for
@@ -146,7 +147,9 @@ impl Gpu {
         }
         Ok(DeviceChains {
             x: states,
-            x_next: self.alloc("x_next", shape.len())?,
+            // SAFETY: only a single step writes the next states, every element of them,
+            // before they are read (they become the states).
+            x_next: unsafe { self.alloc_unwritten("x_next", shape.len()) }?,
             accepted: self.alloc("accepted", shape.batch())?,
             shape,
             step: 0,

@@ -5,6 +5,7 @@ use cudarc::driver::CudaSlice;
 use fused_mh_kernel::moments;
 use rayon::prelude::*;
 
+use super::count_memory::{CountLanding, CountMemory};
 use super::{Gpu, download};
 use crate::error::Result;
 use crate::{Diagnostics, Shape, host_memory, threads};
@@ -85,13 +86,18 @@ impl Counts {
     /// The totals into `totals`, through `recent` (both `[batch]`; waits for queued work).
     fn totals_into(&self, totals: &mut [u64], recent: &mut [u32]) -> Result<()> {
         self.device.stream().memcpy_dtoh(&self.device, recent)?;
+        self.add_folded(totals, recent)
+    }
+
+    /// `totals` = the folded totals plus `recent`, the device's counts downloaded.
+    fn add_folded(&self, totals: &mut [u64], recent: &[u32]) -> Result<()> {
         // On all cores: at a million chains the time is the new pages' first writes, where
         // the pages are new.
         threads::install(|| {
             totals
                 .par_iter_mut()
                 .zip(&self.folded)
-                .zip(&*recent)
+                .zip(recent)
                 .for_each(|((total, &folded), &c)| *total = folded + u64::from(c));
         })?;
         Ok(())
@@ -116,27 +122,6 @@ impl Counts {
     fn zero_device(&mut self) -> Result<()> {
         let stream = self.device.stream().clone();
         Ok(stream.memset_zeros(&mut self.device)?)
-    }
-}
-
-/// Host memory for one batch's counts ([`ChainStats::counts`]), every page written when it is
-/// made. The first write to a fresh 4 KB page is a page fault; at a million chains the three
-/// counts' pages cost more than their download (milliseconds), so a run that makes this memory
-/// on another thread while the GPU works takes that time off its end.
-pub struct CountMemory {
-    totals: [Vec<u64>; 3],
-    recent: Vec<u32>,
-}
-
-impl CountMemory {
-    /// Memory for the counts of `batch` chains, its pages written (fails as
-    /// [`host_memory::filled`] does).
-    pub fn touched(batch: usize) -> Result<Self> {
-        let totals = || host_memory::filled("counts", batch, 0u64);
-        Ok(Self {
-            totals: [totals()?, totals()?, totals()?],
-            recent: host_memory::filled("counts", batch, 0u32)?,
-        })
     }
 }
 
@@ -187,11 +172,7 @@ impl ChainStats {
             totals: [mut accepted, mut nonfinite, mut null_moves],
             mut recent,
         } = memory;
-        let batch = self.shape.batch();
-        for v in [&accepted, &nonfinite, &null_moves] {
-            crate::problem::check_len("count memory", batch, v.len())?;
-        }
-        crate::problem::check_len("count memory", batch, recent.len())?;
+        self.check_count_memory(&[&accepted, &nonfinite, &null_moves], recent.len())?;
         self.accepted.totals_into(&mut accepted, &mut recent)?;
         self.nonfinite.totals_into(&mut nonfinite, &mut recent)?;
         let null_moves = match self.moments {
@@ -206,6 +187,58 @@ impl ChainStats {
             nonfinite,
             null_moves,
         })
+    }
+
+    /// [`Self::counts`], the device's counts downloaded into `landing` (page-locked: the three
+    /// downloads queued together, each added into its totals when it has landed) and the
+    /// totals into `memory` (its `recent` unused: [`CountMemory::touched_totals`]).
+    pub fn counts_landed(
+        &self,
+        memory: CountMemory,
+        landing: &mut CountLanding,
+    ) -> Result<RunCounts> {
+        let CountMemory {
+            totals: [mut accepted, mut nonfinite, mut null_moves],
+            ..
+        } = memory;
+        self.check_count_memory(&[&accepted, &nonfinite, &null_moves], landing.batch())?;
+        let with_nulls = self.moments.is_some();
+        let counts = [&self.accepted, &self.nonfinite, &self.null_moves];
+        let landed = counts.iter().zip(&mut landing.counts);
+        for (count, landing) in landed.take(if with_nulls { 3 } else { 2 }) {
+            count.device.stream().memcpy_dtoh(&count.device, landing)?;
+        }
+        let batch = self.shape.batch();
+        let [a, n, z] = &landing.counts;
+        self.accepted
+            .add_folded(&mut accepted, &a.as_slice()?[..batch])?;
+        self.nonfinite
+            .add_folded(&mut nonfinite, &n.as_slice()?[..batch])?;
+        let null_moves = if with_nulls {
+            let landed = &z.as_slice()?[..batch];
+            self.null_moves.add_folded(&mut null_moves, landed)?;
+            Some(null_moves)
+        } else {
+            None
+        };
+        Ok(RunCounts {
+            accepted,
+            nonfinite,
+            null_moves,
+        })
+    }
+
+    /// Fails unless each of `totals` holds this batch and `recent`, the memory the device's
+    /// counts land in, at least as much.
+    fn check_count_memory(&self, totals: &[&Vec<u64>], recent: usize) -> Result<()> {
+        let batch = self.shape.batch();
+        for v in totals {
+            crate::problem::check_len("count memory", batch, v.len())?;
+        }
+        if recent < batch {
+            crate::problem::check_len("count memory", batch, recent)?;
+        }
+        Ok(())
     }
 
     /// Starts each chain's accepted count from `counts[batch]`, e.g. the totals of an earlier

@@ -110,7 +110,7 @@ pub fn split_nested_rhat_from_trace(
 
 /// Two-pass mean and variance (f64) of each chain and coordinate over saved states
 /// `[n, batch * dim]`.
-#[allow(dead_code)] // the run tests' alone
+#[allow(dead_code)] // the run and diagnostics tests' alone
 pub fn two_pass(trace: &[f32], len: usize) -> (Vec<f64>, Vec<f64>) {
     let n = (trace.len() / len) as f64;
     let mut mean = vec![0f64; len];
