@@ -325,7 +325,9 @@ fn nonfinite_counts_are_exact(batch: usize, dim: usize) -> Result<(), Failed> {
 
 /// A run's hand-over to the host, as Python's `run` does it: a snapshot of the first rows taken
 /// before the run and downloaded on another thread during it holds the starting states bit for
-/// bit, and the three counts written into touched memory equal the counts read one by one.
+/// bit, and the three counts written into touched memory, or landed in page-locked memory,
+/// equal the counts read one by one; a landing kept for a second run (after the accepted
+/// counts were set: totals folded before) lands that run's counts, not the first's.
 fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
     let gpu = open()?;
     let (shape, mut x, target, step_size) = random_problem(batch, dim, 77);
@@ -367,9 +369,39 @@ fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
     if counts.nonfinite[1] != steps || counts.accepted.iter().all(|&c| c == 0) {
         return Err("the counts are not those of the run".into());
     }
+    let mut landing = gpu.count_landing(batch)?;
+    if stats.counts_landed(CountMemory::touched_totals(batch)?, &mut landing)? != counts {
+        return Err("the counts landed in page-locked memory differ".into());
+    }
+    stats.set_accepted_counts(&counts.nonfinite)?;
+    let plan = fused_mh::RunPlan::new(10, 10);
+    gpu.run(
+        &mut chains,
+        &target_dev,
+        &config,
+        &plan,
+        &mut stats,
+        &mut |_| Ok(()),
+        &mut |_| Ok(()),
+    )?;
+    let landed = stats.counts_landed(CountMemory::touched_totals(batch)?, &mut landing)?;
+    let one_by_one = (stats.accepted_counts()?, stats.nonfinite_counts()?);
+    if (&landed.accepted, &landed.nonfinite) != (&one_by_one.0, &one_by_one.1)
+        || landed.nonfinite[1] != steps + 10
+        || landed.accepted[1] != steps
+    {
+        return Err("a kept landing does not hold the second run's counts".into());
+    }
     // Memory made for another batch is refused, not written past its end.
     if stats.counts(CountMemory::touched(batch - 1)?).is_ok() {
         return Err("count memory for another batch was taken".into());
+    }
+    let mut other = gpu.count_landing(batch + 1)?;
+    if stats
+        .counts_landed(CountMemory::touched_totals(batch)?, &mut other)
+        .is_ok()
+    {
+        return Err("a landing for another batch was taken".into());
     }
     Ok(())
 }

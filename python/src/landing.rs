@@ -18,20 +18,18 @@ pub struct KeptLanding(Mutex<Option<CountLanding>>);
 pub struct CallLanding(Option<CountLanding>);
 
 impl KeptLanding {
-    /// The kept landing for a call of `batch` chains, if it takes them (taken: a call running
-    /// at the same time makes its own).
+    /// The kept landing for a call of `batch` chains, if it was made for as many (taken: a
+    /// call running at the same time makes its own). A download fills its landing whole, so
+    /// one made for another batch does not serve.
     pub fn take(&self, batch: usize) -> CallLanding {
         let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        CallLanding(kept.take_if(|l| l.batch() >= batch))
+        CallLanding(kept.take_if(|l| l.batch() == batch))
     }
 
-    /// Keeps the call's landing for the next call (the larger one, where a call running at the
-    /// same time kept its own).
+    /// Keeps the call's landing for the next call, in place of any kept meanwhile: the batch
+    /// run last is the one likely to run next.
     fn keep(&self, landing: CountLanding) {
-        let mut kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if kept.as_ref().is_none_or(|k| k.batch() < landing.batch()) {
-            *kept = Some(landing);
-        }
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(landing);
     }
 }
 

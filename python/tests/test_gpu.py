@@ -249,3 +249,22 @@ def test_model_chains_step_on_cuda_tensors():
     assert state.is_cuda and accepted.is_cuda and accepted.dtype == torch.bool
     twenty = fused_mh.run(cuda(x0), model, step_size=0.2, steps=20, seed=5)
     assert same_bits(state.cpu().numpy(), twenty["x"].cpu().numpy())
+
+
+def test_runs_of_other_batches_land_their_own_counts():
+    """`run` keeps the page-locked memory its counts land in for the next call of the same
+    batch: runs of 300, 200 and 300 chains (the third reusing the first's memory, the second
+    making its own) each return their own counts, equal to the same steps taken one at a time
+    by a Model (the fused kernel equals single steps bit for bit)."""
+    for batch, seed in [(300, 1), (200, 2), (300, 3)]:
+        x, mu, sigma = problem(batch, 24, seed)
+        r = fused_mh.run(cuda(x), mu, sigma, 0.4, 6, seed=seed)
+        model = fused_mh.Model(24, step_size=0.4, seed=seed)
+        model.mu, model.sigma = torch.from_numpy(mu).cuda(), sigma
+        state, total = cuda(x), np.zeros(batch, np.uint64)
+        for _ in range(6):
+            state, accepted = model(state)
+            total += accepted.cpu().numpy()
+        assert np.array_equal(r["accepted_count"], total), batch
+        assert same_bits(r["x"].cpu().numpy(), state.cpu().numpy()), batch
+        assert not r["nonfinite_count"].any()

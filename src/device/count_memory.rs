@@ -51,15 +51,15 @@ impl CountMemory {
     }
 }
 
-/// Page-locked host memory for the device's 32-bit counts of up to [`Self::batch`] chains,
-/// one buffer a count, for [`ChainStats::counts_landed`]: kept by a caller across its runs
-/// (the module's doc says why).
+/// Page-locked host memory for the device's 32-bit counts of [`Self::batch`] chains, one
+/// buffer a count, for [`ChainStats::counts_landed`] of runs of that batch: kept by a caller
+/// across its runs (the module's doc says why). A download fills a buffer whole.
 pub struct CountLanding {
     pub(super) counts: [PinnedHostSlice<u32>; 3],
 }
 
 impl CountLanding {
-    /// The most chains whose counts it takes.
+    /// The chains whose counts it takes.
     pub fn batch(&self) -> usize {
         self.counts[0].len()
     }

@@ -91,14 +91,17 @@ impl Counts {
 
     /// `totals` = the folded totals plus `recent`, the device's counts downloaded.
     fn add_folded(&self, totals: &mut [u64], recent: &[u32]) -> Result<()> {
-        // On all cores: at a million chains the time is the new pages' first writes, where
-        // the pages are new.
+        // On all cores: at a million chains the time is the pages' first touches, where the
+        // pages are new. The folded totals are zero until the first fold, and their pages
+        // untouched (each first read a page fault): they are read only once they hold counts.
         threads::install(|| {
-            totals
-                .par_iter_mut()
-                .zip(&self.folded)
-                .zip(recent)
-                .for_each(|((total, &folded), &c)| *total = folded + u64::from(c));
+            let totals = totals.par_iter_mut().zip(recent);
+            if self.folded_total == 0 {
+                totals.for_each(|(total, &c)| *total = u64::from(c));
+            } else {
+                let totals = totals.zip(&self.folded);
+                totals.for_each(|((total, &c), &folded)| *total = folded + u64::from(c));
+            }
         })?;
         Ok(())
     }
@@ -208,15 +211,11 @@ impl ChainStats {
         for (count, landing) in landed.take(if with_nulls { 3 } else { 2 }) {
             count.device.stream().memcpy_dtoh(&count.device, landing)?;
         }
-        let batch = self.shape.batch();
         let [a, n, z] = &landing.counts;
-        self.accepted
-            .add_folded(&mut accepted, &a.as_slice()?[..batch])?;
-        self.nonfinite
-            .add_folded(&mut nonfinite, &n.as_slice()?[..batch])?;
+        self.accepted.add_folded(&mut accepted, a.as_slice()?)?;
+        self.nonfinite.add_folded(&mut nonfinite, n.as_slice()?)?;
         let null_moves = if with_nulls {
-            let landed = &z.as_slice()?[..batch];
-            self.null_moves.add_folded(&mut null_moves, landed)?;
+            self.null_moves.add_folded(&mut null_moves, z.as_slice()?)?;
             Some(null_moves)
         } else {
             None
@@ -228,15 +227,12 @@ impl ChainStats {
         })
     }
 
-    /// Fails unless each of `totals` holds this batch and `recent`, the memory the device's
-    /// counts land in, at least as much.
+    /// Fails unless each of `totals` and `recent`, the memory the device's counts land in
+    /// (a download fills it whole), holds this batch.
     fn check_count_memory(&self, totals: &[&Vec<u64>], recent: usize) -> Result<()> {
         let batch = self.shape.batch();
-        for v in totals {
-            crate::problem::check_len("count memory", batch, v.len())?;
-        }
-        if recent < batch {
-            crate::problem::check_len("count memory", batch, recent)?;
+        for len in totals.iter().map(|v| v.len()).chain([recent]) {
+            crate::problem::check_len("count memory", batch, len)?;
         }
         Ok(())
     }
