@@ -212,7 +212,8 @@ impl Device {
     /// `nonfinite_count` and `null_move_count` (uint64) and `trace` (`[steps / thin, B, dim]`
     /// float32, with `thin > 0`); `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None
     /// without a checkpoint); and `steps`. `scales` and `pooled_variance` as for the CPU's
-    /// `run` (`crate::cpu::run`).
+    /// `run` (`crate::cpu::run`). The counts land in page-locked memory kept for the next
+    /// call of the same batch ([`crate::landing`]).
     #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true, scales=None, pooled_variance=false))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
