@@ -14,7 +14,7 @@ use rand_xorshift::XorShiftRng;
 
 mod support;
 
-use support::problems::open;
+use support::problems::{open, run_quietly};
 use support::trials::GpuTrials;
 
 /// A target (mu in [-2, 2], sigma in [0.5, 2]) and chains drawn 1.5 sigma wide around it.
@@ -42,15 +42,7 @@ fn gpu_diagnostics_match_the_moments(batch: usize, dim: usize, m: usize) -> Resu
     let mut chains = gpu.upload_chains(&x, shape)?;
     let mut stats = gpu.new_stats(shape, true)?;
     let plan = fused_mh::RunPlan::new(30, 10);
-    gpu.run(
-        &mut chains,
-        &target_dev,
-        &config,
-        &plan,
-        &mut stats,
-        &mut |_| Ok(()),
-        &mut |_| Ok(()),
-    )?;
+    run_quietly(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats)?;
     let on_gpu = gpu.diagnostics(&stats, &target_dev, m)?;
     let (mean, var) = (
         stats.means()?.unwrap_or_default(),
@@ -106,15 +98,7 @@ fn early_stop_equals_the_shorter_run() -> Result<(), Failed> {
             }),
             ..fused_mh::RunPlan::new(steps, 25)
         };
-        let ran = gpu.run(
-            &mut chains,
-            &target_dev,
-            &config,
-            &plan,
-            &mut stats,
-            &mut |_| Ok(()),
-            &mut |_| Ok(()),
-        )?;
+        let ran = run_quietly(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats)?;
         Ok((ran, chains.x()?))
     };
     let (stopped_at, x_stopped) = run(100_000, Some(1.05))?;

@@ -11,7 +11,7 @@ use rand::Rng;
 
 mod support;
 
-use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng};
+use support::problems::{POISON_FLAG, POISON_X, open, random_problem, rng, run_quietly};
 use support::trials::GpuTrials;
 
 /// Small batches (the split kernels; 2000 x 128 with a sum tree of 16 lanes over launches of
@@ -146,14 +146,13 @@ fn gpu_run(
     let mut chains = gpu.upload_chains(x, shape)?;
     chains.poison_outputs(POISON_X, POISON_FLAG)?;
     let mut stats = gpu.new_stats(shape, moments)?;
-    gpu.run(
+    run_quietly(
+        gpu,
         &mut chains,
         &target_dev,
         config,
         &fused_mh::RunPlan::new(steps, 10),
         &mut stats,
-        &mut |_| Ok(()),
-        &mut |_| Ok(()),
     )?;
     Ok(Ran {
         x_bits: chains.x()?.iter().map(|v| v.to_bits()).collect(),
@@ -340,15 +339,7 @@ fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
     let (ran, starts) = std::thread::scope(|scope| {
         let starts = scope.spawn(|| snapshot.download());
         let plan = fused_mh::RunPlan::new(steps, 10);
-        let ran = gpu.run(
-            &mut chains,
-            &target_dev,
-            &config,
-            &plan,
-            &mut stats,
-            &mut |_| Ok(()),
-            &mut |_| Ok(()),
-        );
+        let ran = run_quietly(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats);
         (ran, starts.join())
     });
     ran?;
@@ -375,15 +366,7 @@ fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
     }
     stats.set_accepted_counts(&counts.nonfinite)?;
     let plan = fused_mh::RunPlan::new(10, 10);
-    gpu.run(
-        &mut chains,
-        &target_dev,
-        &config,
-        &plan,
-        &mut stats,
-        &mut |_| Ok(()),
-        &mut |_| Ok(()),
-    )?;
+    run_quietly(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats)?;
     let landed = stats.counts_landed(CountMemory::touched_totals(batch)?, &mut landing)?;
     let one_by_one = (stats.accepted_counts()?, stats.nonfinite_counts()?);
     if (&landed.accepted, &landed.nonfinite) != (&one_by_one.0, &one_by_one.1)

@@ -11,7 +11,7 @@ use rand::Rng;
 mod support;
 
 use support::marginals::{check_marginals, problem};
-use support::problems::{POISON_FLAG, POISON_X, open, rng};
+use support::problems::{POISON_FLAG, POISON_X, open, rng, run_quietly};
 use support::trials::GpuTrials;
 
 /// Shapes that reach every single-step kernel: rows in registers in whole quads and not
@@ -84,15 +84,7 @@ fn run_equals_single_steps(kind: TargetKind, batch: usize, dim: usize) -> Result
     // Moments for the longer rows only: the small batch of 64s then takes the split kernel.
     let mut stats = gpu.new_stats(shape, dim > 100)?;
     let plan = RunPlan::new(k, 5);
-    gpu.run(
-        &mut run,
-        &target_dev,
-        &config,
-        &plan,
-        &mut stats,
-        &mut |_| Ok(()),
-        &mut |_| Ok(()),
-    )?;
+    run_quietly(&gpu, &mut run, &target_dev, &config, &plan, &mut stats)?;
     let mut single = gpu.upload_chains(&x, shape)?;
     let mut counts = vec![0u64; batch];
     for _ in 0..k {
@@ -123,15 +115,7 @@ fn run_reaches_the_marginals(kind: TargetKind) -> Result<(), Failed> {
     let mut chains = gpu.upload_chains(&x, shape)?;
     let mut stats = gpu.new_stats(shape, false)?;
     let plan = RunPlan::new(1000, 100);
-    gpu.run(
-        &mut chains,
-        &target_dev,
-        &config,
-        &plan,
-        &mut stats,
-        &mut |_| Ok(()),
-        &mut |_| Ok(()),
-    )?;
+    run_quietly(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats)?;
     check_marginals(&chains.x()?, shape, &target)?;
     Ok(())
 }

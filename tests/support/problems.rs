@@ -2,7 +2,9 @@
 //! buffers a step writes, the GPU they run on, and the comparison of a GPU step with the CPU
 //! reference's.
 
-use fused_mh::{Gpu, Shape, Target, cpu};
+use fused_mh::{
+    ChainStats, DeviceChains, DeviceTarget, Gpu, RunPlan, Shape, StepConfig, Target, cpu,
+};
 use libtest_mimic::Failed;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -48,6 +50,27 @@ pub fn random_problem(batch: usize, dim: usize, seed: u64) -> (Shape, Vec<f32>, 
 #[allow(dead_code)]
 pub fn open() -> Result<Gpu, Failed> {
     Gpu::open(0).map_err(|e| format!("no GPU to run on: {e}").into())
+}
+
+/// `gpu.run` with no progress report and no trace kept (`plan.thin` 0): the steps run.
+#[allow(dead_code)]
+pub fn run_quietly(
+    gpu: &Gpu,
+    chains: &mut DeviceChains,
+    target: &DeviceTarget,
+    config: &StepConfig,
+    plan: &RunPlan,
+    stats: &mut ChainStats,
+) -> fused_mh::Result<u64> {
+    gpu.run(
+        chains,
+        target,
+        config,
+        plan,
+        stats,
+        &mut |_| Ok(()),
+        &mut |_| Ok(()),
+    )
 }
 
 /// GPU outputs against the CPU reference's, within the tolerances `cpu::StepOutput::compare`
