@@ -71,35 +71,36 @@ impl Gpu {
         let moments = stats.moments.as_ref().ok_or_else(|| {
             Error::InvalidRun("the diagnostics need statistics with the running moments".into())
         })?;
-        let m = superchain_size;
-        let counts = (stats.shape, &stats.accepted.device);
+        let (m, shape) = (superchain_size, stats.shape);
+        let counts = (shape, &stats.accepted.device);
         let mut found = None;
         if schedule.is_checkpoint(draws) {
+            // The first half is as the boundary before closed it: its sums are taken now, where
+            // they are needed (after a run's last checkpoint none are).
+            let first = moments.first.as_ref().filter(|_| moments.first_n > 0);
+            let first = first.ok_or_else(|| {
+                Error::InvalidRun(format!(
+                    "a checkpoint at {draws} draws without the half before it: statistics \
+                     split on this schedule from their first step"
+                ))
+            })?;
+            let dim = shape.dim();
+            let first = self.superchain_sums(first, moments.first_n, counts, target, m)?;
             let second =
                 self.superchain_sums(&moments.current, moments.current_n, counts, target, m)?;
-            let dim = stats.shape.dim();
             found = Some(Diagnostics {
                 acceptance_rate: Some(acceptance(&second, stats)),
                 ..diagnostics::split::from_halves(
-                    stats.shape.batch() / m,
+                    shape.batch() / m,
                     m,
                     moments.current_n,
-                    &moments.first_sums,
+                    &first[..3 * dim],
                     &second[..3 * dim],
                 )
             });
         }
-        let shape = stats.shape;
         let moments = stats.moments.as_mut().expect("checked above");
         self.absorb_current(moments, shape)?;
-        let first = moments
-            .first
-            .as_ref()
-            .expect("absorb_current leaves a first sample");
-        let counts = (shape, &stats.accepted.device);
-        let mut sums = self.superchain_sums(first, moments.first_n, counts, target, m)?;
-        sums.truncate(3 * shape.dim());
-        moments.first_sums = sums;
         if found.is_some() {
             stats.diagnostics.clone_from(&found);
         }
@@ -131,13 +132,17 @@ impl Gpu {
     /// and empties the current one (its count 0: the next launch writes it afresh).
     fn absorb_current(&self, moments: &mut Moments, shape: Shape) -> Result<()> {
         if moments.first_n == 0 {
-            // Nothing before: the current sample becomes the first, and a zeroed one the current.
+            // Nothing before: the current sample becomes the first, and a new one the current.
             let fresh = match moments.first.take() {
                 Some(f) => f,
-                None => (
-                    self.alloc("split means", shape.len())?,
-                    self.alloc("split variances", shape.len())?,
-                ),
+                // SAFETY: the kernels write, not read, moments whose count is 0 (the current
+                // one's is, below), and nothing else reads a current sample of no draws.
+                None => unsafe {
+                    (
+                        self.alloc_unwritten("split means", shape.len())?,
+                        self.alloc_unwritten("split variances", shape.len())?,
+                    )
+                },
             };
             moments.first = Some(std::mem::replace(&mut moments.current, fresh));
         } else {

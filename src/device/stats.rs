@@ -51,8 +51,6 @@ pub(super) struct Moments {
     pub(super) first: Option<(CudaSlice<f64>, CudaSlice<f64>)>,
     /// Draws in `first`.
     pub(super) first_n: u64,
-    /// The superchain sums of `first` (`3 dim`), computed when it was closed.
-    pub(super) first_sums: Vec<f64>,
 }
 
 /// One count per chain: the kernels' 32-bit counts since the last fold, and the 64-bit totals
@@ -360,7 +358,6 @@ impl Gpu {
                 current_n: 0,
                 first: None,
                 first_n: 0,
-                first_sums: Vec::new(),
             })
         } else {
             None
