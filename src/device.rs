@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, DeviceRepr,
-    DriverError, LaunchConfig, PushKernelArg, ValidAsZeroBits,
+    CudaContext, CudaFunction, CudaModule, CudaStream, DevicePtr, DeviceRepr, DriverError,
+    LaunchConfig, PushKernelArg, ValidAsZeroBits,
 };
 use cudarc::nvrtc::Ptx;
 
@@ -199,38 +199,6 @@ impl Gpu {
     /// Waits until all queued work has finished.
     pub fn synchronize(&self) -> Result<()> {
         Ok(self.stream.synchronize()?)
-    }
-
-    fn alloc<T: DeviceRepr + ValidAsZeroBits>(
-        &self,
-        what: &'static str,
-        len: usize,
-    ) -> Result<CudaSlice<T>> {
-        self.stream
-            .alloc_zeros(len)
-            .map_err(|e| oom_or(e, what, len * size_of::<T>()))
-    }
-
-    /// A new device buffer of `len` elements, not zeroed: at a million chains a memset costs
-    /// a tenth of a millisecond per 256 MB, spent for nothing on a buffer that is written
-    /// before it is read.
-    ///
-    /// # Safety
-    /// Every element is written before anything reads it (the caller says by what).
-    unsafe fn alloc_unwritten<T: DeviceRepr>(
-        &self,
-        what: &'static str,
-        len: usize,
-    ) -> Result<CudaSlice<T>> {
-        // SAFETY: the caller's contract.
-        unsafe { self.stream.alloc(len) }.map_err(|e| oom_or(e, what, len * size_of::<T>()))
-    }
-
-    /// A new device buffer holding a copy of `host` (allocated, not zeroed, then copied).
-    fn upload<T: DeviceRepr>(&self, what: &'static str, host: &[T]) -> Result<CudaSlice<T>> {
-        self.stream
-            .clone_htod(host)
-            .map_err(|e| oom_or(e, what, size_of_val(host)))
     }
 
     /// Uploads the chains' states `x[batch * dim]` (row-major), with room for the next state and

@@ -32,8 +32,8 @@ pub struct CountMemory {
 }
 
 impl CountMemory {
-    /// Memory for the counts of `batch` chains, its pages written (fails as
-    /// [`host_memory::filled`] does).
+    /// Memory for the counts of `batch` chains, its pages written (where the host has no
+    /// room, the library's out-of-memory error naming it).
     pub fn touched(batch: usize) -> Result<Self> {
         Ok(Self {
             recent: host_memory::filled("counts", batch, 0u32)?,

@@ -80,8 +80,8 @@ impl Gpu {
             let first = moments.first.as_ref().filter(|_| moments.first_n > 0);
             let first = first.ok_or_else(|| {
                 Error::InvalidRun(format!(
-                    "a checkpoint at {draws} draws without the half before it: statistics \
-                     split on this schedule from their first step"
+                    "a checkpoint at {draws} draws without the half before it: the statistics \
+                     must be split on this schedule from their first step"
                 ))
             })?;
             let dim = shape.dim();
