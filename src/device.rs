@@ -98,8 +98,9 @@ impl Gpu {
         // orders every access, which is what cudarc's per-buffer events would otherwise
         // enforce. The one exception, a `StatesSnapshot`, is read on a stream forked after its
         // copy was queued (the fork waits for it) and freed here only after that read was
-        // waited for. Without them a launch is one driver call instead of several, and work can
-        // be captured into a CUDA graph.
+        // waited for; the host reads a `CountLanding`'s page-locked memory, which the stream
+        // writes asynchronously, only after waiting for the stream. Without them a launch is
+        // one driver call instead of several, and work can be captured into a CUDA graph.
         unsafe { ctx.disable_event_tracking() };
         let capability = compute_capability(&ctx)?;
         let ptx = match module {

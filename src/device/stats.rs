@@ -126,6 +126,14 @@ impl Counts {
     }
 }
 
+/// Waits for the downloads queued into a [`CountLanding`] on `counts`' stream. A download into
+/// page-locked memory is queued like a kernel and returns at once; cudarc's slice would wait
+/// on an event recorded after it, but this library turns cudarc's event tracking off
+/// (`Gpu::open_with`), so no event is recorded and the stream itself is waited for.
+fn wait_for_landing(counts: &Counts) -> Result<()> {
+    Ok(counts.device.stream().synchronize()?)
+}
+
 /// Each chain's counts over the statistics' steps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunCounts {
@@ -209,6 +217,7 @@ impl ChainStats {
         for (count, landing) in landed.take(if with_nulls { 3 } else { 2 }) {
             count.device.stream().memcpy_dtoh(&count.device, landing)?;
         }
+        wait_for_landing(&self.accepted)?;
         let [a, n, z] = &landing.counts;
         self.accepted.add_folded(&mut accepted, a.as_slice()?)?;
         self.nonfinite.add_folded(&mut nonfinite, n.as_slice()?)?;
