@@ -360,13 +360,16 @@ fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
     if counts.nonfinite[1] != steps || counts.accepted.iter().all(|&c| c == 0) {
         return Err("the counts are not those of the run".into());
     }
+    // Poisoned before each read: a read that does not wait for the downloads sees it.
     let mut landing = gpu.count_landing(batch)?;
+    landing.poison(u32::MAX)?;
     if stats.counts_landed(CountMemory::touched_totals(batch)?, &mut landing)? != counts {
         return Err("the counts landed in page-locked memory differ".into());
     }
     stats.set_accepted_counts(&counts.nonfinite)?;
     let plan = fused_mh::RunPlan::new(10, 10);
     run_quietly(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats)?;
+    landing.poison(u32::MAX)?;
     let landed = stats.counts_landed(CountMemory::touched_totals(batch)?, &mut landing)?;
     let one_by_one = (stats.accepted_counts()?, stats.nonfinite_counts()?);
     if (&landed.accepted, &landed.nonfinite) != (&one_by_one.0, &one_by_one.1)

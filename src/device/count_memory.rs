@@ -63,6 +63,16 @@ impl CountLanding {
     pub fn batch(&self) -> usize {
         self.counts[0].len()
     }
+
+    /// Fills every buffer with `value`. A debugging aid, as `DeviceChains::poison_outputs`:
+    /// a count read before its download has landed shows it.
+    #[cfg(feature = "testing")]
+    pub fn poison(&mut self, value: u32) -> Result<()> {
+        for buffer in &mut self.counts {
+            buffer.as_mut_slice()?.fill(value);
+        }
+        Ok(())
+    }
 }
 
 impl Gpu {
