@@ -7,7 +7,10 @@
 //! through a page-locked buffer of the driver's own: the engine fills it, then the CPU copies
 //! it out, one piece after the other, and the call returns when the CPU is done. Into memory
 //! that is page-locked already (`cuMemHostAlloc`) the engine writes directly: the copy is queued
-//! like a kernel, several are queued together, and the CPU reads the values where they land.
+//! like a kernel, several are queued together, and the CPU reads the values where they land,
+//! but only after waiting for the stream: the call returns before the copy has run, and a read
+//! that does not wait sees whatever the memory held before (cudarc's own wait needs its event
+//! tracking, which this library turns off; bench/NOTES.md, issue 22, thirty-fifth part).
 //! Locking pages costs more than the copies of one run save (milliseconds for the 12 MB of a
 //! million chains' counts; bench/NOTES.md, issue 22, thirty-first part), so a caller that runs
 //! many times keeps one landing and passes it to each run's [`ChainStats::counts_landed`].
