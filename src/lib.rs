@@ -71,7 +71,7 @@ testing_module!(dispatch, host_memory, threads);
 
 pub use device::{
     ChainStats, CountLanding, CountMemory, DeviceChains, DeviceNoise, DeviceTarget, Gpu, RunCounts,
-    RunPlan, StatesSnapshot, TraceChunk,
+    RunPlan, StatesSnapshot, TraceChunk, Warmed, WarmupPlan, WarmupProgress,
 };
 pub use diagnostics::{Diagnostics, DiagnosticsPlan, Progress};
 pub use error::{Error, Result};

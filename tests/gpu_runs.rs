@@ -1,11 +1,12 @@
 //! The fused K-step run on a real GPU: K fused steps against K single steps and the CPU
 //! reference, the per-dimension scales, the non-finite counts, the hand-over to the host (the
-//! trace and the moments: `gpu_traces.rs`). A `harness = false` test like `gpu.rs`: without a
+//! trace and the moments: `gpu_traces.rs`), the warm-up's launches. A `harness = false` test like `gpu.rs`: without a
 //! GPU every test reports ignored.
 
 use std::process::ExitCode;
 
-use fused_mh::{CountMemory, Gpu, RunCounts, Shape, StepConfig, Target, cpu};
+use fused_mh::adapt::StepSizeAdaptation;
+use fused_mh::{CountMemory, Gpu, RunCounts, Shape, StepConfig, Target, WarmupPlan, cpu};
 use libtest_mimic::Failed;
 use rand::Rng;
 
@@ -371,6 +372,10 @@ fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
     run_quietly(&gpu, &mut chains, &target_dev, &config, &plan, &mut stats)?;
     landing.poison(u32::MAX)?;
     let landed = stats.counts_landed(CountMemory::touched_totals(batch)?, &mut landing)?;
+    let sums = stats.count_sums(&mut landing)?;
+    if sums != (landed.accepted.iter().sum(), landed.nonfinite.iter().sum()) {
+        return Err(format!("count sums {sums:?} are not the counts' sums").into());
+    }
     let one_by_one = (stats.accepted_counts()?, stats.nonfinite_counts()?);
     if (&landed.accepted, &landed.nonfinite) != (&one_by_one.0, &one_by_one.1)
         || landed.nonfinite[1] != steps + 10
@@ -388,6 +393,60 @@ fn hand_over_during_a_run(batch: usize, dim: usize) -> Result<(), Failed> {
         .is_ok()
     {
         return Err("a landing for another batch was taken".into());
+    }
+    Ok(())
+}
+
+/// `Gpu::warm_up` is its launches: the states equal `Gpu::steps` launches of 10 steps (the
+/// last of 5) at the step sizes that the adaptation's rule gives from each launch's acceptance
+/// rate read as totals (`ChainStats::acceptance_rate`, not the warm-up's sums), bit for bit;
+/// each report says the launch's steps, rate and next step size; the step size leaves its
+/// too-large start.
+fn warm_up_is_its_launches(batch: usize, dim: usize) -> Result<(), Failed> {
+    let gpu = open()?;
+    let (shape, x, target, _) = random_problem(batch, dim, 91);
+    let target_dev = gpu.upload_target(&target)?;
+    let (start, seed, steps) = (4.0, 9, 45);
+    let plan = WarmupPlan {
+        steps,
+        target_accept: 0.234,
+        precondition: false,
+    };
+    let mut chains = gpu.upload_chains(&x, shape)?;
+    let mut reports = Vec::new();
+    let config = StepConfig::new(start, seed)?;
+    let warmed = gpu.warm_up(&mut chains, &target_dev, &config, plan, &mut |p| {
+        reports.push(*p);
+        Ok(())
+    })?;
+    let mut by_hand = gpu.upload_chains(&x, shape)?;
+    let (mut adapt, mut done, mut rate) = (StepSizeAdaptation::new(start, 0.234), 0, f64::NAN);
+    for p in &reports {
+        let k = (steps - done).min(10);
+        let mut stats = gpu.new_stats(shape, false)?;
+        let c = StepConfig::new(adapt.step_size(), seed)?;
+        gpu.steps(&mut by_hand, &target_dev, &c, k as u32, &mut stats)?;
+        rate = stats.acceptance_rate()?;
+        adapt.update(rate);
+        done += k;
+        if (p.done, p.total, p.acceptance, p.step_size) != (done, steps, rate, adapt.step_size()) {
+            return Err(format!("report {p:?}: by hand {done} steps, rate {rate}").into());
+        }
+    }
+    let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+    if reports.len() != 5
+        || chains.step_counter() != steps
+        || bits(chains.x()?) != bits(by_hand.x()?)
+    {
+        return Err(format!("{} reports, or the states differ", reports.len()).into());
+    }
+    let got = (warmed.config.step_size(), warmed.last_acceptance);
+    if got != (adapt.step_size(), rate) || warmed.config.scales().is_some() || got.0 >= start {
+        return Err(format!(
+            "warmed {warmed:?}, by hand {} and {rate}",
+            adapt.step_size()
+        )
+        .into());
     }
     Ok(())
 }
@@ -411,6 +470,10 @@ fn main() -> ExitCode {
     for (batch, dim) in [(4096, 64), (3000, 33), (5, 1030)] {
         let name = format!("hand_over_during_a_run::{batch}x{dim}");
         trials.add(name, move || hand_over_during_a_run(batch, dim));
+    }
+    for (batch, dim) in [(4096, 64), (300, 1030)] {
+        let name = format!("warm_up_is_its_launches::{batch}x{dim}");
+        trials.add(name, move || warm_up_is_its_launches(batch, dim));
     }
     trials.run()
 }

@@ -271,10 +271,14 @@ def cuda_step(x, target, step_size, seed=0, step=0, noise=None, uniform=None):
 
 def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launch,
             until_rhat=None, min_draws=None, superchain_size=1, progress=None,
-            diagnostics=True, scales=None, pooled_variance=False):
-    """`steps` steps of the GPU array `x` in the fused kernel (`Gpu::run`): the final states
-    and the per-chain means and variances come back in `x`'s framework on its device (float64
-    moments, as the CPU's), the counts and the trace as NumPy arrays."""
+            diagnostics=True, scales=None, warmup=0, target_accept=0.234, precondition=False,
+            burn_in=0):
+    """`steps` steps of the GPU array `x` in the fused kernel (`Gpu::run`), after `warmup`
+    steps that adapt the step size (and the scales, with `precondition`) and `burn_in` steps
+    dropped, all in one native call on a device copy of `x`: the final states and the
+    per-chain means and variances come back in `x`'s framework on its device (float64 moments,
+    as the CPU's), the counts and the trace as NumPy arrays, with the `step_size` and `scales`
+    the steps ran with and the warm-up's `last_acceptance`."""
     if is_cuda_tensor(x):
         torch = torch_module()
         import torch.utils.dlpack  # noqa: F401
@@ -308,7 +312,10 @@ def gpu_run(x, target, step_size, steps, seed, first_step, thin, steps_per_launc
         progress=progress,
         diagnostics=diagnostics,
         scales=scales,
-        pooled_variance=pooled_variance,
+        warmup=int(warmup),
+        target_accept=float(target_accept),
+        precondition=bool(precondition),
+        burn_in=int(burn_in),
     )
     for name in ["x", "mean", "m2"]:
         out[name] = back(out[name])

@@ -25,6 +25,7 @@ use crate::dlpack::{Expect, Exported, F32, FLAGS, OwnedBuffer, borrow};
 use crate::errors::to_py;
 use crate::interrupts::Interrupts;
 use crate::landing::KeptLanding;
+use crate::warm_up::{Before, run_before};
 
 /// An open GPU (`fused_mh::Gpu` on the device's primary context, the one PyTorch and JAX use).
 #[pyclass(frozen)]
@@ -211,10 +212,14 @@ impl Device {
     /// squared deviations: the variances are `m2 / steps`); as NumPy arrays `accepted_count`,
     /// `nonfinite_count` and `null_move_count` (uint64) and `trace` (`[steps / thin, B, dim]`
     /// float32, with `thin > 0`); `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None
-    /// without a checkpoint); and `steps`. `scales` and `pooled_variance` as for the CPU's
-    /// `run` (`crate::cpu::run`). The counts land in page-locked memory kept for the next
-    /// call of the same batch ([`crate::landing`]).
-    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true, scales=None, pooled_variance=false))]
+    /// without a checkpoint); `steps`; and `step_size`, `scales` (None without) and
+    /// `last_acceptance`, those the steps ran with and the warm-up's last launch's. `scales`
+    /// as for the CPU's `run` (`crate::cpu::run`). Before the steps, `warmup` steps adapt the
+    /// step size toward `target_accept` (and the scales, with `precondition`), and `burn_in`
+    /// steps are dropped ([`crate::warm_up`]); the counter runs on through them, and
+    /// `progress` counts them. The counts land in page-locked memory kept for the next call
+    /// of the same batch ([`crate::landing`]).
+    #[pyo3(signature = (x, target, step_size, seed, first_step, steps, steps_per_launch=100, thin=0, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true, scales=None, warmup=0, target_accept=0.234, precondition=false, burn_in=0))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         &self,
@@ -233,7 +238,10 @@ impl Device {
         progress: Option<Py<PyAny>>,
         diagnostics: bool,
         scales: Option<PyReadonlyArray1<'py, f32>>,
-        pooled_variance: bool,
+        warmup: u64,
+        target_accept: f64,
+        precondition: bool,
+        burn_in: u64,
     ) -> PyResult<Bound<'py, PyDict>> {
         let inputs = self.inputs(x, target, (seed, first_step), None, None)?;
         let shape = inputs.shape;
@@ -269,6 +277,14 @@ impl Device {
         let (gpu, x_view) = (&self.gpu, inputs.x);
         let landing = self.landing.take(shape.batch());
         let mut interrupts = Interrupts::with_progress(progress);
+        let before = Before {
+            warmup,
+            target_accept,
+            precondition,
+            burn_in,
+            steps_per_launch,
+        };
+        let total = warmup.saturating_add(burn_in).saturating_add(steps);
         let run = py.detach(|| {
             let mut trace = crate::memory::reserved("trace", saves)?;
             // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the
@@ -276,6 +292,9 @@ impl Device {
             // the run, which synchronizes after each launch.
             let mut chains = unsafe { gpu.chains_from_borrowed(x_view, shape) }?;
             chains.set_step_counter(first_step);
+            let progress = (&mut interrupts, total);
+            let before = run_before(gpu, &mut chains, &target.target, config, &before, progress)?;
+            let (config, last_acceptance) = before;
             let rows = fused_mh::diagnostics::start::spread_rows(shape, superchain_size);
             let starts = diagnosed.then(|| chains.snapshot_rows(rows)).transpose()?;
             let mut stats = gpu.new_stats(shape, true)?;
@@ -298,7 +317,7 @@ impl Device {
                     &config,
                     &plan,
                     &mut stats,
-                    &mut |p| interrupts.check_progress(p.done, p.total),
+                    &mut |p| interrupts.check_progress(total - steps + p.done, total),
                     &mut |chunk| {
                         trace.extend_from_slice(chunk.states);
                         Ok(())
@@ -317,9 +336,10 @@ impl Device {
             let (ran, spread) = (ran?, spread?);
             let (landing, count_memory) = count_memory?;
             let counts = landing.counts(&stats, count_memory, &self.landing)?;
-            Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread, counts))
+            let adapted = (config, last_acceptance);
+            Ok::<_, fused_mh::Error>((chains, stats, trace, ran, spread, counts, adapted))
         });
-        let (chains, stats, trace, ran, spread, counts) = interrupts.result(run)?;
+        let (chains, stats, trace, ran, spread, counts, adapted) = interrupts.result(run)?;
         drop(inputs);
         let (b, d) = (shape.batch(), shape.dim());
         let result = PyDict::new(py);
@@ -335,15 +355,11 @@ impl Device {
         }
         let diagnostics = crate::diagnostics::to_dict(py, stats.diagnostics(), spread, until_rhat)?;
         result.set_item("diagnostics", diagnostics)?;
-        if pooled_variance {
-            // The chains' pooled variance per dimension, as `host run --precondition`'s
-            // warm-up takes it (`Gpu::diagnostics` over superchains of one chain).
-            let pooled = self
-                .gpu
-                .diagnostics(&stats, &target.target, 1)
-                .map_err(to_py)?;
-            result.set_item("pooled_variance", pooled.variance.into_pyarray(py))?;
-        }
+        let (config, last_acceptance) = adapted;
+        result.set_item("step_size", config.step_size())?;
+        let scales = config.scales().map(|s| s.to_vec().into_pyarray(py));
+        result.set_item("scales", scales)?;
+        result.set_item("last_acceptance", last_acceptance)?;
         let (mean, m2) = self
             .gpu
             .merged_moments(stats)

@@ -27,6 +27,7 @@ mod memory;
 mod models;
 mod starts;
 mod targets;
+mod warm_up;
 
 /// The `fused-mh` command (`host`'s program) on `args`, the program's name first: its exit
 /// status. The GIL is released while it runs; a usage error, `--help` and a signal end the

@@ -234,6 +234,25 @@ impl ChainStats {
         })
     }
 
+    /// The accepted and the non-finite steps of all chains, two numbers, their counts
+    /// downloaded into `landing` (made for this batch) and added on the host's cores: what a
+    /// warm-up launch asks, without the 64-bit totals' fresh pages of
+    /// [`Self::accepted_counts`] (waits for queued work).
+    pub fn count_sums(&self, landing: &mut CountLanding) -> Result<(u64, u64)> {
+        self.check_count_memory(&[], landing.batch())?;
+        let [a, n, _] = &mut landing.counts;
+        for (count, landing) in [(&self.accepted, &mut *a), (&self.nonfinite, &mut *n)] {
+            count.device.stream().memcpy_dtoh(&count.device, landing)?;
+        }
+        let sum = |c: &[u32]| -> Result<u64> {
+            threads::install(|| c.par_iter().map(|&c| u64::from(c)).sum::<u64>())
+        };
+        Ok((
+            self.accepted.folded_total + sum(a.as_slice()?)?,
+            self.nonfinite.folded_total + sum(n.as_slice()?)?,
+        ))
+    }
+
     /// Fails unless each of `totals` and `recent`, the memory the device's counts land in
     /// (a download fills it whole), holds this batch.
     fn check_count_memory(&self, totals: &[&Vec<u64>], recent: usize) -> Result<()> {

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use fused_mh::adapt::{ScaleAdaptation, StepSizeAdaptation};
 use fused_mh::diagnostics::start::{spread_rows, start_spread};
-use fused_mh::{Diagnostics, Error, Gpu, Progress, RunPlan, Shape, StepConfig, cpu};
+use fused_mh::{Diagnostics, Error, Gpu, Progress, RunPlan, Shape, StepConfig, WarmupPlan, cpu};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::inputs::Inputs;
@@ -314,18 +314,46 @@ pub fn warm_up(
     (steps, target, precondition): (u64, f64, bool),
     step_size: f32,
 ) -> Result<Warmed> {
-    let mut adapt = StepSizeAdaptation::new(step_size, target);
-    let mut scaling = precondition.then(|| ScaleAdaptation::new(shape.dim()));
     let progress = ProgressBar::new(steps);
     progress.set_style(
         ProgressStyle::with_template("warm-up {bar:16} {pos}/{len} {msg}").expect("valid template"),
     );
+    if let Some(gpu) = gpu {
+        let target_dev = gpu.upload_target(&inputs.target)?;
+        let mut chains = gpu.upload_chains(&inputs.x, shape)?;
+        chains.set_step_counter(first_step);
+        let plan = WarmupPlan {
+            steps,
+            target_accept: target,
+            precondition,
+        };
+        let warmed = gpu.warm_up(
+            &mut chains,
+            &target_dev,
+            &StepConfig::new(step_size, seed)?,
+            plan,
+            &mut |p| {
+                progress.set_position(p.done);
+                let (acc, size) = (p.acceptance, p.step_size);
+                progress.set_message(format!("acc {acc:.3} step size {size:.4}"));
+                Ok(())
+            },
+        )?;
+        progress.finish_and_clear();
+        return Ok(Warmed {
+            x: chains.x()?,
+            step_size: warmed.config.step_size(),
+            scales: warmed.config.scales().map(<[f32]>::to_vec),
+            last_acceptance: warmed.last_acceptance,
+            nonfinite: warmed.nonfinite,
+        });
+    }
+    // The CPU reference: the same rules as `Gpu::warm_up`, launch by launch.
+    let mut adapt = StepSizeAdaptation::new(step_size, target);
+    let mut scaling = precondition.then(|| ScaleAdaptation::new(shape.dim()));
     let rows = shape.batch() as f64;
     let (mut done, mut nonfinite) = (0, 0);
     let mut last_acceptance = f64::NAN;
-    let launch_steps = |done: u64| WARMUP_LAUNCH_STEPS.min(steps - done);
-    // The scales adapt in the first half, from launches of at least 2 steps (a variance).
-    let scales_adapt = |done: u64, k: u64| done < steps / 2 && k >= 2;
     let config = |adapt: &StepSizeAdaptation, scaling: &Option<ScaleAdaptation>| {
         let config = StepConfig::new(adapt.step_size(), seed)?;
         match scaling {
@@ -333,65 +361,34 @@ pub fn warm_up(
             None => Ok(config),
         }
     };
-    let x = match gpu {
-        Some(gpu) => {
-            let target_dev = gpu.upload_target(&inputs.target)?;
-            let mut chains = gpu.upload_chains(&inputs.x, shape)?;
-            chains.set_step_counter(first_step);
-            while done < steps {
-                let k = launch_steps(done);
-                let with_scales = scaling.is_some() && scales_adapt(done, k);
-                let mut stats = gpu.new_stats(shape, with_scales)?;
-                let c = config(&adapt, &scaling)?;
-                gpu.steps(&mut chains, &target_dev, &c, k as u32, &mut stats)?;
-                last_acceptance = stats.acceptance_rate()?;
-                nonfinite += stats.nonfinite_counts()?.iter().sum::<u64>();
-                if let Some(s) = scaling.as_mut().filter(|_| with_scales) {
-                    s.update(&gpu.diagnostics(&stats, &target_dev, 1)?.variance);
-                }
-                adapt.update(last_acceptance);
-                done += k;
-                progress.set_position(done);
-                progress.set_message(format!(
-                    "acc {last_acceptance:.3} step size {:.4}",
-                    adapt.step_size()
-                ));
-            }
-            chains.x()?
+    let mut x = fused_mh::testing::host_memory::copied("the warm-up's states", &inputs.x)?;
+    while done < steps {
+        let k = WARMUP_LAUNCH_STEPS.min(steps - done);
+        let c = config(&adapt, &scaling)?;
+        let out = cpu::run_chains(
+            &x,
+            shape,
+            &inputs.target,
+            &c,
+            first_step + done,
+            k,
+            0,
+            None,
+            &mut |_, _| Ok(()),
+            &mut |_| Ok(()),
+        )?;
+        last_acceptance = out.accepted.iter().sum::<u64>() as f64 / (k as f64 * rows);
+        nonfinite += out.nonfinite.iter().sum::<u64>();
+        // The scales adapt in the first half, from launches of at least 2 steps (a variance).
+        if let Some(s) = scaling.as_mut().filter(|_| done < steps / 2 && k >= 2) {
+            let d = fused_mh::diagnostics::from_chain_moments(shape, 1, k, &out.mean, &out.var)?;
+            s.update(&d.variance);
         }
-        None => {
-            let mut x = fused_mh::testing::host_memory::copied("the warm-up's states", &inputs.x)?;
-            while done < steps {
-                let k = launch_steps(done);
-                let c = config(&adapt, &scaling)?;
-                let out = cpu::run_chains(
-                    &x,
-                    shape,
-                    &inputs.target,
-                    &c,
-                    first_step + done,
-                    k,
-                    0,
-                    None,
-                    &mut |_, _| Ok(()),
-                    &mut |_| Ok(()),
-                )?;
-                last_acceptance = out.accepted.iter().sum::<u64>() as f64 / (k as f64 * rows);
-                nonfinite += out.nonfinite.iter().sum::<u64>();
-                if let Some(s) = scaling.as_mut().filter(|_| scales_adapt(done, k)) {
-                    let d = fused_mh::diagnostics::from_chain_moments(
-                        shape, 1, k, &out.mean, &out.var,
-                    )?;
-                    s.update(&d.variance);
-                }
-                adapt.update(last_acceptance);
-                x = out.x;
-                done += k;
-                progress.set_position(done);
-            }
-            x
-        }
-    };
+        adapt.update(last_acceptance);
+        x = out.x;
+        done += k;
+        progress.set_position(done);
+    }
     progress.finish_and_clear();
     Ok(Warmed {
         x,
