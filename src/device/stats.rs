@@ -244,6 +244,7 @@ impl ChainStats {
         for (count, landing) in [(&self.accepted, &mut *a), (&self.nonfinite, &mut *n)] {
             count.device.stream().memcpy_dtoh(&count.device, landing)?;
         }
+        wait_for_landing(&self.accepted)?;
         let sum = |c: &[u32]| -> Result<u64> {
             threads::install(|| c.par_iter().map(|&c| u64::from(c)).sum::<u64>())
         };
