@@ -42,7 +42,6 @@ pub use chain::{MAX_ELEMENT_STEPS_PER_LAUNCH, RunPlan, TRACE_BUFFER_BYTES, Trace
 pub use count_memory::{CountLanding, CountMemory};
 pub use external::{Borrowed, BorrowedNoise, BorrowedStep};
 pub use stats::{COUNT_FOLD_STEPS, ChainStats, RunCounts};
-pub use warm_up::{Warmed, WarmupPlan, WarmupProgress};
 
 /// An open GPU: a context, a stream, and the loaded kernels.
 pub struct Gpu {

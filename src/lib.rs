@@ -55,6 +55,7 @@ mod problem;
 pub mod reach;
 pub mod starts;
 mod target;
+pub mod warm_up;
 
 /// Declares a module that is public with the `testing` feature only (see [`testing`], where it
 /// is meant to be reached from) and private otherwise.
@@ -71,13 +72,14 @@ testing_module!(dispatch, host_memory, threads);
 
 pub use device::{
     ChainStats, CountLanding, CountMemory, DeviceChains, DeviceNoise, DeviceTarget, Gpu, RunCounts,
-    RunPlan, StatesSnapshot, TraceChunk, Warmed, WarmupPlan, WarmupProgress,
+    RunPlan, StatesSnapshot, TraceChunk,
 };
 pub use diagnostics::{Diagnostics, DiagnosticsPlan, Progress};
 pub use error::{Error, Result};
 pub use fused_mh_kernel as kernel;
 pub use problem::{Draws, Shape, StepConfig};
 pub use target::{Target, TargetKind};
+pub use warm_up::{Warmed, WarmupPlan, WarmupProgress};
 
 /// Steps on device memory another library owns (a PyTorch tensor, a JAX array): what
 /// [`Gpu::step_borrowed`] takes.

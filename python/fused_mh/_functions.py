@@ -252,25 +252,25 @@ def run(
     stop = {"until_rhat": until_rhat,
             "min_draws": None if min_draws is None else unsigned("min_draws", min_draws),
             "superchain_size": unsigned("superchain_size", superchain_size)}
+    # One native call runs the warm-up, the burn-in and the steps on the chains in place, as
+    # host run does (the bar counts all three).
+    cb = None if bar is None else (lambda done: bar.update(done - bar.n))
+    before = {"warmup": warmup, "target_accept": accept, "precondition": precondition,
+              "burn_in": burn_in, "scales": scales}
     try:
         if is_gpu_array(x):
-            # One native call runs the warm-up, the burn-in and the steps on the chains in
-            # place, as host run does (the bar counts all three).
-            cb = None if bar is None else (lambda done: bar.update(done - bar.n))
             out = gpu_run(x, t, step_size, steps, seed, first_step, thin, steps_per_launch,
-                          progress=cb, scales=scales, warmup=warmup, target_accept=accept,
-                          precondition=precondition, burn_in=burn_in, **stop)
-            size, last = out.pop("step_size"), out.pop("last_acceptance")
-            adapted = out.pop("scales")
-            if precondition:
-                scales = adapted
+                          progress=cb, **before, **stop)
         else:
-            size, scales, last, out = _cpu_run(x, t, step_size, steps, seed, first_step, thin,
-                                               steps_per_launch, scales, warmup, accept,
-                                               precondition, burn_in, bar, stop)
+            out = _native.run(to_numpy("x", x, 2), t.name, t.arrays, step_size, seed, first_step,
+                              steps, thin, steps_per_launch, progress=cb, **before, **stop)
     finally:
         if bar is not None:
             bar.close()
+    size, last = out.pop("step_size"), out.pop("last_acceptance")
+    adapted = out.pop("scales")
+    if precondition:
+        scales = adapted
     warmed = None
     if warmup:
         warmed = {"steps": warmup, "target_accept": accept,
@@ -286,45 +286,3 @@ def run(
         out["warmup"] = warmed
     return RunResult(out)
 
-
-def _cpu_run(x, t, step_size, steps, seed, first_step, thin, steps_per_launch, scales, warmup,
-             accept, precondition, burn_in, bar, stop):
-    """`run` on the CPU reference: the warm-up launch by launch (the step size, and with
-    `precondition` the scales, adapted after each, as host run's CPU warm-up), the burn-in,
-    then the steps, each a native call on NumPy arrays. Returns the step size and the scales
-    the steps ran with, the warm-up's last acceptance rate, and the steps' result."""
-    def steps_of(state, size, first, n, thin=0, per_launch=steps_per_launch, **more):
-        more.setdefault("scales", scales)
-        # The bar's position: the steps before this call's first, plus what it has done.
-        offset = first - first_step
-        cb = None if bar is None else (lambda done: bar.update(offset + done - bar.n))
-        return _native.run(to_numpy("x", state, 2), t.name, t.arrays, size, seed, first, n,
-                           thin, per_launch, progress=cb, **more)
-
-    state, size, last = x, step_size, float("nan")
-    if warmup:
-        adapt = _native.StepSize(size, accept)
-        scaling = _native.Scales(t.mu.size) if precondition else None
-        done = 0
-        while done < warmup:
-            k = min(_native.WARMUP_LAUNCH_STEPS, warmup - done)
-            # The scales adapt in the first half, from launches of 2 steps or more (a
-            # variance), as host run's warm-up.
-            pooled = scaling is not None and done < warmup // 2 and k >= 2
-            out = steps_of(state, adapt.step_size, first_step + done, k, per_launch=k,
-                           diagnostics=False, pooled_variance=pooled,
-                           scales=scales if scaling is None else scaling.scales)
-            if pooled:
-                scaling.update(out["pooled_variance"])
-            accepted = float(np.sum(out["accepted_count"], dtype=np.uint64))
-            last = accepted / (k * out["x"].shape[0])
-            adapt.update(last)
-            state, done = out["x"], done + k
-        if scaling is not None:
-            scales = scaling.scales
-        size = adapt.step_size
-    if burn_in:
-        state = steps_of(state, size, first_step + warmup, burn_in, diagnostics=False)["x"]
-    out = steps_of(state, size, first_step + warmup + burn_in, steps, thin, **stop)
-    out.pop("pooled_variance", None)
-    return size, scales, last, out

@@ -119,10 +119,15 @@ pub fn step_with_noise<'py>(
 /// `diagnostics` (a dict, [`crate::diagnostics::to_dict`]; None without a checkpoint), and
 /// `steps`. `steps_per_launch` is `host run`'s: the diagnostics' schedule follows it, so that
 /// the CPU and the GPU report the same checkpoints. `scales` are per-dimension proposal
-/// scales relative to `step_size`; `pooled_variance` adds the chains' pooled variance per
-/// dimension (float64 `[dim]`), what a preconditioning warm-up adapts the scales to.
+/// scales relative to `step_size`. Before the steps, `warmup` steps adapt the step size toward
+/// `target_accept` (and the scales, with `precondition`: `fused_mh::cpu::warm_up`) and
+/// `burn_in` steps are dropped, as `host run --cpu` runs them; the result adds the
+/// `step_size` and `scales` the steps ran with and the warm-up's `last_acceptance`, and
+/// `progress` counts every step. `pooled_variance` adds the steps' pooled variance per
+/// dimension (float64 `[dim]`), what a preconditioning warm-up adapts the scales to (for the
+/// tests that check it against NumPy).
 #[pyfunction]
-#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true, scales=None, pooled_variance=false))]
+#[pyo3(signature = (x, target, params, step_size, seed, first_step, steps, thin=0, steps_per_launch=100, until_rhat=None, min_draws=None, superchain_size=1, progress=None, diagnostics=true, scales=None, warmup=0, target_accept=0.234, precondition=false, burn_in=0, pooled_variance=false))]
 // The reference model's inputs, the stream and the plan: the Python wrapper names them.
 #[allow(clippy::too_many_arguments)]
 pub fn run<'py>(
@@ -142,6 +147,10 @@ pub fn run<'py>(
     progress: Option<Py<PyAny>>,
     diagnostics: bool,
     scales: Option<PyReadonlyArray1<'py, f32>>,
+    warmup: u64,
+    target_accept: f64,
+    precondition: bool,
+    burn_in: u64,
     pooled_variance: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (shape, target) = problem(&x, target, &params)?;
@@ -166,17 +175,60 @@ pub fn run<'py>(
         cpu::run_chains_bytes(shape),
     );
     budget.add("the trace", memory::floats(trace_len));
+    if warmup > 0 || burn_in > 0 {
+        budget.add("the states after the warm-up", memory::floats(shape.len()));
+    }
     memory::check("run", &budget)?;
     let x = contiguous("x", &x)?;
     let mut interrupts = Interrupts::with_progress(progress);
+    let total = warmup.saturating_add(burn_in).saturating_add(steps);
     let ran = py.detach(|| {
         let mut trace = memory::reserved("trace", trace_len)?;
+        let (mut config, mut last_acceptance) = (config, f64::NAN);
+        // The states the steps start from: `x`, or where the warm-up and the burn-in left it.
+        let mut start = None;
+        if warmup > 0 {
+            let mut states = memory::reserved("the warm-up's states", x.len())?;
+            states.extend_from_slice(x);
+            let warm = fused_mh::WarmupPlan {
+                steps: warmup,
+                target_accept,
+                precondition,
+            };
+            let on_step = &mut |done| interrupts.check_progress(done, total);
+            let warmed = cpu::warm_up(
+                &mut states,
+                shape,
+                &target,
+                &config,
+                first_step,
+                warm,
+                on_step,
+            )?;
+            (config, last_acceptance, start) =
+                (warmed.config, warmed.last_acceptance, Some(states));
+        }
+        if burn_in > 0 {
+            let burnt = cpu::run_chains(
+                start.as_deref().unwrap_or(x),
+                shape,
+                &target,
+                &config,
+                first_step + warmup,
+                burn_in,
+                0,
+                None,
+                &mut |_, _| Ok(()),
+                &mut |p| interrupts.check_progress(warmup + p.done, total),
+            )?;
+            start = Some(burnt.x);
+        }
         let out = cpu::run_chains(
-            x,
+            start.as_deref().unwrap_or(x),
             shape,
             &target,
             &config,
-            first_step,
+            first_step + warmup + burn_in,
             steps,
             thin,
             plan,
@@ -184,13 +236,17 @@ pub fn run<'py>(
                 trace.extend_from_slice(state);
                 Ok(())
             },
-            &mut |p| interrupts.check_progress(p.done, p.total),
+            &mut |p| interrupts.check_progress(total - steps + p.done, total),
         )?;
-        Ok::<_, fused_mh::Error>((out, trace))
+        Ok::<_, fused_mh::Error>((out, trace, start, (config, last_acceptance)))
     });
-    let (out, trace) = interrupts.result(ran)?;
+    let (out, trace, start, (config, last_acceptance)) = interrupts.result(ran)?;
     let (b, d) = (shape.batch(), shape.dim());
     let result = PyDict::new(py);
+    result.set_item("step_size", config.step_size())?;
+    let scales = config.scales().map(|s| s.to_vec().into_pyarray(py));
+    result.set_item("scales", scales)?;
+    result.set_item("last_acceptance", last_acceptance)?;
     if pooled_variance {
         let pooled =
             fused_mh::diagnostics::from_chain_moments(shape, 1, out.steps, &out.mean, &out.var)
@@ -211,10 +267,13 @@ pub fn run<'py>(
             numpy::ndarray::Array3::from_shape_vec((saves as usize, b, d), trace).map_err(bad)?;
         result.set_item("trace", trace.into_pyarray(py))?;
     }
-    // The starting spread is a part of the diagnostics: none without them.
+    // The starting spread is a part of the diagnostics (none without them), of the states the
+    // steps started from.
     let spread = match out.diagnostics {
         Some(_) => {
-            crate::diagnostics::spread(x, shape, superchain_size, target.sigma()).map_err(to_py)?
+            let start = start.as_deref().unwrap_or(x);
+            crate::diagnostics::spread(start, shape, superchain_size, target.sigma())
+                .map_err(to_py)?
         }
         None => Vec::new(),
     };

@@ -50,8 +50,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(cli, m)?)?;
     m.add_function(wrap_pyfunction!(starts::initial_states, m)?)?;
-    m.add_class::<adapt::StepSize>()?;
-    m.add_class::<adapt::Scales>()?;
     m.add("WARMUP_LAUNCH_STEPS", fused_mh::adapt::WARMUP_LAUNCH_STEPS)?;
     m.add_class::<gpu::Device>()?;
     m.add_class::<gpu::Target>()?;

@@ -23,6 +23,7 @@ use crate::{host_memory, threads};
 
 mod chains;
 mod model;
+mod warm_up;
 // The CPU-GPU comparison: for the project's tests and benchmark (`crate::testing`).
 #[cfg(any(test, feature = "testing"))]
 pub(crate) mod compare;
@@ -30,6 +31,7 @@ use crate::Target;
 use crate::problem::{Draws, Shape, StepConfig, check_noise, check_step_size};
 pub use chains::{ChainsOutput, check_stream, check_thin, run_chains, run_chains_bytes};
 pub use model::sample_model;
+pub use warm_up::warm_up;
 
 /// The result of one step on the CPU, with the numbers behind each decision.
 #[derive(Clone, Debug, PartialEq)]

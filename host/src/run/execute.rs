@@ -4,9 +4,10 @@ use std::cell::RefCell;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use fused_mh::adapt::{ScaleAdaptation, StepSizeAdaptation};
 use fused_mh::diagnostics::start::{spread_rows, start_spread};
-use fused_mh::{Diagnostics, Error, Gpu, Progress, RunPlan, Shape, StepConfig, WarmupPlan, cpu};
+use fused_mh::{
+    Diagnostics, Error, Gpu, Progress, RunPlan, Shape, StepConfig, WarmupPlan, WarmupProgress, cpu,
+};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::inputs::Inputs;
@@ -287,8 +288,6 @@ pub fn chains(
     })
 }
 
-use fused_mh::adapt::WARMUP_LAUNCH_STEPS;
-
 /// What the warm-up leaves: the states after it, the adapted step size and per-dimension
 /// scales (with `--precondition`), the acceptance rate of its last launch, and its steps with a
 /// non-finite `log alpha`.
@@ -301,11 +300,12 @@ pub struct Warmed {
 }
 
 /// `steps` warm-up steps from step counter `first_step`, in launches of
-/// [`WARMUP_LAUNCH_STEPS`], the step size adapting toward the acceptance rate `target` after
+/// [`fused_mh::adapt::WARMUP_LAUNCH_STEPS`], the step size adapting toward the acceptance rate `target` after
 /// each launch from `step_size` (`fused_mh::adapt`). With `precondition`, each launch of the
 /// first half also sets the per-dimension scales from the pooled variance of its draws
-/// ([`ScaleAdaptation`]); the second half adapts the step size alone, to the final scales.
-/// Nothing of it is kept but the states, the step size and the scales.
+/// (`fused_mh::adapt::ScaleAdaptation`); the second half adapts the step size alone, to the
+/// final scales. Nothing of it is kept but the states, the step size and the scales. The loop
+/// is the library's ([`fused_mh::warm_up`]), on either machine.
 pub fn warm_up(
     gpu: Option<&Gpu>,
     inputs: &Inputs,
@@ -318,83 +318,50 @@ pub fn warm_up(
     progress.set_style(
         ProgressStyle::with_template("warm-up {bar:16} {pos}/{len} {msg}").expect("valid template"),
     );
-    if let Some(gpu) = gpu {
-        let target_dev = gpu.upload_target(&inputs.target)?;
-        let mut chains = gpu.upload_chains(&inputs.x, shape)?;
-        chains.set_step_counter(first_step);
-        let plan = WarmupPlan {
-            steps,
-            target_accept: target,
-            precondition,
-        };
-        let warmed = gpu.warm_up(
-            &mut chains,
-            &target_dev,
-            &StepConfig::new(step_size, seed)?,
-            plan,
-            &mut |p| {
+    let plan = WarmupPlan {
+        steps,
+        target_accept: target,
+        precondition,
+    };
+    let config = StepConfig::new(step_size, seed)?;
+    let (x, warmed) = match gpu {
+        Some(gpu) => {
+            let target_dev = gpu.upload_target(&inputs.target)?;
+            let mut chains = gpu.upload_chains(&inputs.x, shape)?;
+            chains.set_step_counter(first_step);
+            let report = &mut |p: &WarmupProgress| {
                 progress.set_position(p.done);
                 let (acc, size) = (p.acceptance, p.step_size);
                 progress.set_message(format!("acc {acc:.3} step size {size:.4}"));
                 Ok(())
-            },
-        )?;
-        progress.finish_and_clear();
-        return Ok(Warmed {
-            x: chains.x()?,
-            step_size: warmed.config.step_size(),
-            scales: warmed.config.scales().map(<[f32]>::to_vec),
-            last_acceptance: warmed.last_acceptance,
-            nonfinite: warmed.nonfinite,
-        });
-    }
-    // The CPU reference: the same rules as `Gpu::warm_up`, launch by launch.
-    let mut adapt = StepSizeAdaptation::new(step_size, target);
-    let mut scaling = precondition.then(|| ScaleAdaptation::new(shape.dim()));
-    let rows = shape.batch() as f64;
-    let (mut done, mut nonfinite) = (0, 0);
-    let mut last_acceptance = f64::NAN;
-    let config = |adapt: &StepSizeAdaptation, scaling: &Option<ScaleAdaptation>| {
-        let config = StepConfig::new(adapt.step_size(), seed)?;
-        match scaling {
-            Some(s) => config.with_scales(s.scales()),
-            None => Ok(config),
+            };
+            let warmed = gpu.warm_up(&mut chains, &target_dev, &config, plan, report)?;
+            (chains.x()?, warmed)
+        }
+        None => {
+            let mut x = fused_mh::testing::host_memory::copied("the warm-up's states", &inputs.x)?;
+            let report = &mut |done| {
+                progress.set_position(done);
+                Ok(())
+            };
+            let warmed = cpu::warm_up(
+                &mut x,
+                shape,
+                &inputs.target,
+                &config,
+                first_step,
+                plan,
+                report,
+            )?;
+            (x, warmed)
         }
     };
-    let mut x = fused_mh::testing::host_memory::copied("the warm-up's states", &inputs.x)?;
-    while done < steps {
-        let k = WARMUP_LAUNCH_STEPS.min(steps - done);
-        let c = config(&adapt, &scaling)?;
-        let out = cpu::run_chains(
-            &x,
-            shape,
-            &inputs.target,
-            &c,
-            first_step + done,
-            k,
-            0,
-            None,
-            &mut |_, _| Ok(()),
-            &mut |_| Ok(()),
-        )?;
-        last_acceptance = out.accepted.iter().sum::<u64>() as f64 / (k as f64 * rows);
-        nonfinite += out.nonfinite.iter().sum::<u64>();
-        // The scales adapt in the first half, from launches of at least 2 steps (a variance).
-        if let Some(s) = scaling.as_mut().filter(|_| done < steps / 2 && k >= 2) {
-            let d = fused_mh::diagnostics::from_chain_moments(shape, 1, k, &out.mean, &out.var)?;
-            s.update(&d.variance);
-        }
-        adapt.update(last_acceptance);
-        x = out.x;
-        done += k;
-        progress.set_position(done);
-    }
     progress.finish_and_clear();
     Ok(Warmed {
         x,
-        step_size: adapt.step_size(),
-        scales: scaling.map(|s| s.scales().to_vec()),
-        last_acceptance,
-        nonfinite,
+        step_size: warmed.config.step_size(),
+        scales: warmed.config.scales().map(<[f32]>::to_vec),
+        last_acceptance: warmed.last_acceptance,
+        nonfinite: warmed.nonfinite,
     })
 }
