@@ -16,6 +16,7 @@ use crate::errors::{to_py, to_py_about};
 use crate::interrupts::Interrupts;
 use crate::memory;
 use crate::targets;
+use crate::warm_up::{Before, run_before_cpu};
 
 /// A C-contiguous array's data, or a `ValueError` naming it.
 pub(crate) fn contiguous<'a, T: numpy::Element, D: numpy::ndarray::Dimension>(
@@ -182,47 +183,18 @@ pub fn run<'py>(
     let x = contiguous("x", &x)?;
     let mut interrupts = Interrupts::with_progress(progress);
     let total = warmup.saturating_add(burn_in).saturating_add(steps);
+    let before = Before {
+        warmup,
+        target_accept,
+        precondition,
+        burn_in,
+        steps_per_launch,
+    };
     let ran = py.detach(|| {
         let mut trace = memory::reserved("trace", trace_len)?;
-        let (mut config, mut last_acceptance) = (config, f64::NAN);
-        // The states the steps start from: `x`, or where the warm-up and the burn-in left it.
-        let mut start = None;
-        if warmup > 0 {
-            let mut states = memory::reserved("the warm-up's states", x.len())?;
-            states.extend_from_slice(x);
-            let warm = fused_mh::WarmupPlan {
-                steps: warmup,
-                target_accept,
-                precondition,
-            };
-            let on_step = &mut |done| interrupts.check_progress(done, total);
-            let warmed = cpu::warm_up(
-                &mut states,
-                shape,
-                &target,
-                &config,
-                first_step,
-                warm,
-                on_step,
-            )?;
-            (config, last_acceptance, start) =
-                (warmed.config, warmed.last_acceptance, Some(states));
-        }
-        if burn_in > 0 {
-            let burnt = cpu::run_chains(
-                start.as_deref().unwrap_or(x),
-                shape,
-                &target,
-                &config,
-                first_step + warmup,
-                burn_in,
-                0,
-                None,
-                &mut |_, _| Ok(()),
-                &mut |p| interrupts.check_progress(warmup + p.done, total),
-            )?;
-            start = Some(burnt.x);
-        }
+        let progress = (&mut interrupts, total);
+        let (start, config, last_acceptance) =
+            run_before_cpu(x, (shape, &target), (config, first_step), &before, progress)?;
         let out = cpu::run_chains(
             start.as_deref().unwrap_or(x),
             shape,

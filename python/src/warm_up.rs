@@ -1,11 +1,12 @@
-//! What `Device.run` runs before the steps it keeps, on the chains in place as `host run` does:
-//! the warm-up (`fused_mh::Gpu::warm_up`: the step size, and with preconditioning the scales,
-//! adapted launch by launch) and the burn-in (steps run and dropped, without the running
-//! moments). Run here, in the same call as the steps, the chains stay on the device from the
-//! first warm-up launch to the last step: no copy of the states and no statistics' buffers
-//! per warm-up launch.
+//! What `run` runs before the steps it keeps, on the chains in place as `host run` does: the
+//! warm-up (`fused_mh::warm_up`: the step size, and with preconditioning the scales, adapted
+//! launch by launch) and the burn-in (steps run and dropped). On the GPU ([`run_before`],
+//! for `Device.run`) the chains stay on the device from the first warm-up launch to the last
+//! step, in the same call as the steps: no copy of the states and no statistics' buffers per
+//! warm-up launch; on the CPU ([`run_before_cpu`], for `_native.run`) the same steps on the
+//! CPU reference.
 
-use fused_mh::{DeviceChains, DeviceTarget, Gpu, RunPlan, StepConfig, WarmupPlan};
+use fused_mh::{DeviceChains, DeviceTarget, Gpu, RunPlan, StepConfig, Target, WarmupPlan, cpu};
 
 use crate::interrupts::Interrupts;
 
@@ -19,8 +20,19 @@ pub struct Before {
     pub precondition: bool,
     /// Steps run after the warm-up and dropped.
     pub burn_in: u64,
-    /// The burn-in's steps per fused launch (the kept steps').
+    /// The burn-in's steps per fused launch on the GPU (the kept steps').
     pub steps_per_launch: u32,
+}
+
+impl Before {
+    /// The warm-up's plan.
+    fn plan(&self) -> WarmupPlan {
+        WarmupPlan {
+            steps: self.warmup,
+            target_accept: self.target_accept,
+            precondition: self.precondition,
+        }
+    }
 }
 
 /// Runs `before` on `chains` from `config`, reporting progress as steps done of `total` (the
@@ -36,11 +48,7 @@ pub fn run_before(
 ) -> fused_mh::Result<(StepConfig, f64)> {
     let (mut config, mut last_acceptance) = (config, f64::NAN);
     if before.warmup > 0 {
-        let plan = WarmupPlan {
-            steps: before.warmup,
-            target_accept: before.target_accept,
-            precondition: before.precondition,
-        };
+        let plan = before.plan();
         let progress = &mut |p: &fused_mh::WarmupProgress| interrupts.check_progress(p.done, total);
         let warmed = gpu.warm_up(chains, target, &config, plan, progress)?;
         (config, last_acceptance) = (warmed.config, warmed.last_acceptance);
@@ -60,4 +68,50 @@ pub fn run_before(
         )?;
     }
     Ok((config, last_acceptance))
+}
+
+/// [`run_before`] on the CPU reference, for chains `x` from step counter `first_step`: the
+/// states the steps start from (None: `x` itself, with neither a warm-up nor a burn-in), the
+/// configuration for them, and the warm-up's last acceptance rate.
+pub fn run_before_cpu(
+    x: &[f32],
+    (shape, target): (fused_mh::Shape, &Target),
+    (config, first_step): (StepConfig, u64),
+    before: &Before,
+    (interrupts, total): (&mut Interrupts, u64),
+) -> fused_mh::Result<(Option<Vec<f32>>, StepConfig, f64)> {
+    let (mut config, mut last_acceptance, mut start) = (config, f64::NAN, None);
+    if before.warmup > 0 {
+        let mut states = crate::memory::reserved("the warm-up's states", x.len())?;
+        states.extend_from_slice(x);
+        let on_step = &mut |done| interrupts.check_progress(done, total);
+        let plan = before.plan();
+        let warmed = cpu::warm_up(
+            &mut states,
+            shape,
+            target,
+            &config,
+            first_step,
+            plan,
+            on_step,
+        )?;
+        (config, last_acceptance) = (warmed.config, warmed.last_acceptance);
+        start = Some(states);
+    }
+    if before.burn_in > 0 {
+        let burnt = cpu::run_chains(
+            start.as_deref().unwrap_or(x),
+            shape,
+            target,
+            &config,
+            first_step + before.warmup,
+            before.burn_in,
+            0,
+            None,
+            &mut |_, _| Ok(()),
+            &mut |p| interrupts.check_progress(before.warmup + p.done, total),
+        )?;
+        start = Some(burnt.x);
+    }
+    Ok((start, config, last_acceptance))
 }
