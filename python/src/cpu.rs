@@ -182,7 +182,6 @@ pub fn run<'py>(
     memory::check("run", &budget)?;
     let x = contiguous("x", &x)?;
     let mut interrupts = Interrupts::with_progress(progress);
-    let total = warmup.saturating_add(burn_in).saturating_add(steps);
     let before = Before {
         warmup,
         target_accept,
@@ -190,6 +189,7 @@ pub fn run<'py>(
         burn_in,
         steps_per_launch,
     };
+    let total = before.total_with(steps);
     let ran = py.detach(|| {
         let mut trace = memory::reserved("trace", trace_len)?;
         let progress = (&mut interrupts, total);

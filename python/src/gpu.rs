@@ -284,7 +284,7 @@ impl Device {
             burn_in,
             steps_per_launch,
         };
-        let total = warmup.saturating_add(burn_in).saturating_add(steps);
+        let total = before.total_with(steps);
         let run = py.detach(|| {
             let mut trace = crate::memory::reserved("trace", saves)?;
             // SAFETY: `x_view` is a checked DLPack tensor on this device, complete (the

@@ -25,6 +25,14 @@ pub struct Before {
 }
 
 impl Before {
+    /// Every step of a call that keeps `steps`: the warm-up's, the burn-in's and the kept
+    /// ones (the progress bar's total).
+    pub fn total_with(&self, steps: u64) -> u64 {
+        self.warmup
+            .saturating_add(self.burn_in)
+            .saturating_add(steps)
+    }
+
     /// The warm-up's plan.
     fn plan(&self) -> WarmupPlan {
         WarmupPlan {
