@@ -12,7 +12,6 @@ use crate::{Target, diagnostics};
 /// them) from step counter `first_step` and `config` ([`run_warm_up`]); `on_step(done)`
 /// follows every step with the warm-up's steps done (an error from it stops the warm-up: a
 /// caller stops a run this way, as with [`run_chains`]).
-#[allow(clippy::too_many_arguments)]
 pub fn warm_up(
     x: &mut Vec<f32>,
     shape: Shape,

@@ -28,6 +28,7 @@ impl Gpu {
         let mut landing = self.count_landing(shape.batch()).ok();
         let mut launch = |l: Launch<'_>| -> Result<Launched> {
             let mut stats = self.new_stats(shape, l.pooled)?;
+            // A launch is at most `WARMUP_LAUNCH_STEPS` (10) steps: the cast keeps them.
             self.steps(chains, target, l.config, l.steps as u32, &mut stats)?;
             let (accepted, nonfinite) = match landing.as_mut() {
                 Some(landing) => stats.count_sums(landing)?,
