@@ -1,5 +1,6 @@
 """Shared helpers: random problems, the `host` program of this repository (for bit-for-bit
-comparisons), and `.npy` round trips."""
+comparisons), `.npy` round trips, and arrays on the GPU (PyTorch CUDA tensors, JAX GPU arrays;
+the case skipped without the framework and a GPU)."""
 
 import os
 import pathlib
@@ -9,6 +10,9 @@ import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# JAX takes GPU memory as it needs it, beside PyTorch and the package, not most of it at once.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 
 def host_program():
@@ -63,3 +67,25 @@ def readme_example(marker):
     found = [b for b in blocks if marker in b]
     assert len(found) == 1, f"{len(found)} README examples contain {marker!r}"
     return found[0]
+
+
+def torch_device():
+    """A copy of a NumPy array as a PyTorch CUDA tensor (the case skipped without one)."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    return lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()
+
+
+def jax_device():
+    """A copy of a NumPy array as a JAX GPU array (the case skipped without one)."""
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("no JAX GPU")
+    return lambda a: jax.device_put(np.ascontiguousarray(a), jax.devices("gpu")[0])
+
+
+def host_np(a):
+    """A framework's array (a torch tensor, a JAX or NumPy array) as a NumPy array."""
+    return a.detach().cpu().numpy() if hasattr(a, "detach") else np.asarray(a)

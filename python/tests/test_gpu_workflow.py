@@ -3,40 +3,18 @@ without its framework and a GPU): warm-up, burn-in, preconditioning, early stop,
 from overdispersed starts, progress and the result object, against `host run` on the GPU."""
 
 import json
-import os
 
 import numpy as np
 import pytest
 
 import fused_mh
-from conftest import problem, same_bits
-
-os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-
-
-def torch_device():
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-    return lambda a: torch.from_numpy(np.ascontiguousarray(a)).cuda()
-
-
-def jax_device():
-    jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
-    if not any(d.platform == "gpu" for d in jax.devices()):
-        pytest.skip("no JAX GPU")
-    return lambda a: jax.device_put(np.ascontiguousarray(a), jax.devices("gpu")[0])
+from conftest import host_np, jax_device, problem, same_bits, torch_device
 
 
 @pytest.fixture(params=["torch", "jax"])
 def to_gpu(request):
     """Copies a NumPy array to the GPU as the framework's array."""
     return torch_device() if request.param == "torch" else jax_device()
-
-
-def host_np(a):
-    return a.detach().cpu().numpy() if hasattr(a, "detach") else np.asarray(a)
 
 
 def files(tmp_path, **arrays):
