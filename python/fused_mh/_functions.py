@@ -285,4 +285,3 @@ def run(
     if warmed is not None:
         out["warmup"] = warmed
     return RunResult(out)
-

@@ -300,12 +300,12 @@ pub struct Warmed {
 }
 
 /// `steps` warm-up steps from step counter `first_step`, in launches of
-/// [`fused_mh::adapt::WARMUP_LAUNCH_STEPS`], the step size adapting toward the acceptance rate `target` after
-/// each launch from `step_size` (`fused_mh::adapt`). With `precondition`, each launch of the
-/// first half also sets the per-dimension scales from the pooled variance of its draws
-/// (`fused_mh::adapt::ScaleAdaptation`); the second half adapts the step size alone, to the
-/// final scales. Nothing of it is kept but the states, the step size and the scales. The loop
-/// is the library's ([`fused_mh::warm_up`]), on either machine.
+/// [`fused_mh::adapt::WARMUP_LAUNCH_STEPS`], the step size adapting toward the acceptance
+/// rate `target` after each launch from `step_size` (`fused_mh::adapt`). With `precondition`,
+/// each launch of the first half also sets the per-dimension scales from the pooled variance
+/// of its draws (`fused_mh::adapt::ScaleAdaptation`); the second half adapts the step size
+/// alone, to the final scales. Nothing of it is kept but the states, the step size and the
+/// scales. The loop is the library's ([`fused_mh::warm_up`]), on either machine.
 pub fn warm_up(
     gpu: Option<&Gpu>,
     inputs: &Inputs,
