@@ -16,11 +16,13 @@ use support::trials::GpuTrials;
 
 /// Shapes that reach every single-step kernel: rows in registers in whole quads and not
 /// (staged in the newer module), the staged one-warp-per-row step, streamed rows in whole
-/// quads and not, caller noise's 8-quad rows, the block per row (two segments), and the paired
+/// quads and not, caller noise's 8-quad rows, the block per row (two segments, four, and
+/// eight; at four, 4 rows a block of a 132-SM GPU's grid of 3 blocks an SM), and the paired
 /// staged step (a batch large enough for it, see `dispatch::step`).
-const STEP_SHAPES: [(usize, usize); 9] = [
+const STEP_SHAPES: [(usize, usize); 10] = [
     (20000, 64),
     (1100, 2048),
+    (1600, 4096),
     (260, 8192),
     (4096, 64),
     (1000, 33),
