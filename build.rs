@@ -101,7 +101,8 @@ fn main() {
 const MODEL_MAX_REGISTERS: u32 = 80;
 
 /// Registers a thread of the in-kernel-RNG block-per-row step of two-warp blocks
-/// (`mh_step_block_rows_2w_*`, rows of 1025 to 2048) may take: ptxas gives 122 unbounded, 8
+/// (`mh_step_block_rows_2w_*`, rows of 1025 to 2048) may take when the next row is staged in
+/// shared memory (the default, `Target::NEXT_LONG_ROW_IN_REGISTERS`): ptxas gives 122 unbounded, 8
 /// blocks on an SM; at 96, 10 fit (20 warps, as for the staged one-warp-per-row step, whose
 /// row of 1024 is the same work as one of these warps' segments). The four-warp blocks ran
 /// slower at 96 (5 blocks instead of 4, but the spills and the longer schedule cost more:
@@ -109,18 +110,41 @@ const MODEL_MAX_REGISTERS: u32 = 80;
 const BLOCK_ROWS_MAX_REGISTERS: u32 = 96;
 
 /// Registers a thread of the in-kernel-RNG block-per-row steps of four and eight warps
-/// (`mh_step_block_rows_v4_*`, `mh_step_block_rows_8w_v4_*`) may take: with a segment's quads
+/// (`mh_step_block_rows_v4_*`, `mh_step_block_rows_8w_v4_*`) may take when the next row is
+/// staged in shared memory (always with 8 warps): with a segment's quads
 /// computed behind one branch (`block_rows::SEGMENT_QUADS_TOGETHER`) ptxas gives 134
 /// unbounded, 3 blocks of 4 warps on an SM; at 128, 4 fit, with no spill for the Gaussian
 /// (`bench/NOTES.md`, issue 22, twentieth part).
 const WIDE_BLOCK_ROWS_MAX_REGISTERS: u32 = 128;
 
-/// The entries whose registers are limited: a name prefix and the limit.
-const REGISTER_LIMITS: [(&str, u32); 4] = [
-    ("mh_model_steps_", MODEL_MAX_REGISTERS),
-    ("mh_step_block_rows_2w_", BLOCK_ROWS_MAX_REGISTERS),
-    ("mh_step_block_rows_v4_", WIDE_BLOCK_ROWS_MAX_REGISTERS),
-    ("mh_step_block_rows_8w_v4_", WIDE_BLOCK_ROWS_MAX_REGISTERS),
+/// Registers a thread of the in-kernel-RNG block-per-row step of four-warp blocks may take
+/// when its target holds the next row in registers (`Target::NEXT_LONG_ROW_IN_REGISTERS`, 32
+/// registers a thread): the Gaussian's takes 248 unbounded (2 blocks on an SM), spills 132
+/// bytes at 128 (4 blocks), none at 168 (3 blocks, the fastest of the three:
+/// `bench/NOTES.md`, issue 22, thirty-ninth part).
+const REGISTER_FED_BLOCK_ROWS_MAX_REGISTERS: u32 = 168;
+
+/// The entries' register limits: a name prefix and the limit (`None`: none, ptxas's own); the
+/// first prefix that an entry's name starts with decides. The two-warp blocks' step of a
+/// target that holds the next row in registers takes no limit: the Gaussian's takes 248, 4
+/// blocks of 2 warps on an SM, faster than 6 at 168 (the same part).
+const REGISTER_LIMITS: [(&str, Option<u32>); 6] = [
+    ("mh_model_steps_", Some(MODEL_MAX_REGISTERS)),
+    // The block-row entries of the targets that hold the next long row in registers.
+    ("mh_step_block_rows_2w_v4_gaussian", None),
+    (
+        "mh_step_block_rows_v4_gaussian",
+        Some(REGISTER_FED_BLOCK_ROWS_MAX_REGISTERS),
+    ),
+    ("mh_step_block_rows_2w_", Some(BLOCK_ROWS_MAX_REGISTERS)),
+    (
+        "mh_step_block_rows_v4_",
+        Some(WIDE_BLOCK_ROWS_MAX_REGISTERS),
+    ),
+    (
+        "mh_step_block_rows_8w_v4_",
+        Some(WIDE_BLOCK_ROWS_MAX_REGISTERS),
+    ),
 ];
 
 /// `ptx` with a `.maxnreg` directive ([`REGISTER_LIMITS`]) after the parameter list of every
@@ -136,7 +160,7 @@ fn limit_registers(ptx: &str) -> String {
             limit_after_params = REGISTER_LIMITS
                 .iter()
                 .find(|(prefix, _)| name.starts_with(prefix))
-                .map(|&(_, limit)| limit);
+                .and_then(|&(_, limit)| limit);
         } else if line.starts_with(')')
             && let Some(limit) = limit_after_params.take()
         {

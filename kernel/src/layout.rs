@@ -100,9 +100,9 @@ pub fn segments(dim: usize) -> usize {
 /// The most segments a row has for the block-per-row step: rows of up to 8192 elements, a
 /// block of one warp per segment (at most 8 warps, so that the segments' sums fit two quads
 /// of shared memory). Rows of up to [`STAGED_WARPS_PER_BLOCK`] segments with in-kernel random
-/// numbers stage in a shared array the kernel declares; longer ones need more than a kernel
-/// may declare, and stage in the launch's dynamic shared memory
-/// ([`block_rows_staging_bytes`]).
+/// numbers stage the next row in a shared array the kernel declares (or hold it in registers,
+/// for a target that asks for it); longer ones need more than a kernel may declare, and stage
+/// in the launch's dynamic shared memory ([`block_rows_staging_bytes`]).
 pub const MAX_BLOCK_ROW_SEGMENTS: usize = 2 * STAGED_WARPS_PER_BLOCK;
 
 /// Bytes of the shared staging array of a block-per-row step with in-kernel random numbers and

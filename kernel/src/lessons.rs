@@ -38,8 +38,9 @@
 //!
 //! 13. `l13_block_per_row.rs`: a warp per 1024-element segment of the row, the segments' sums
 //!     meeting in shared memory at a barrier (lesson 5's layout, one segment per warp).
-//! 14. The production step of long rows (`block_rows.rs`): the next row by `cp.async` during
-//!     this one, one barrier per row, thresholds 32 rows at a time, a persistent grid.
+//! 14. The production step of long rows (`block_rows.rs`): the next row loaded during this
+//!     one (by `cp.async`, or into registers where the target's terms are short), one barrier
+//!     per row, thresholds 32 rows at a time, a persistent grid.
 //!
 //! The last lesson changes one function instead of the threads' layout:
 //!

@@ -231,8 +231,9 @@ pub fn one_wave(shape: Shape, resident_blocks: u32, device: Device) -> u32 {
 /// ([`layout::segments`]), and a persistent grid, each block taking every `blocks`-th row.
 /// With in-kernel random numbers, the entry by the staging array the block needs:
 /// `mh_step_block_rows_2w_v4` for rows of two segments (an array for two warps lets more
-/// blocks onto an SM), `mh_step_block_rows_v4` up to four, `mh_step_block_rows_8w_v4` up to
-/// eight (in dynamic shared memory, [`dynamic_shared_bytes`]); with the caller's noise,
+/// blocks onto an SM), `mh_step_block_rows_v4` up to four (both with the next row in registers
+/// instead, for a target that asks for it), `mh_step_block_rows_8w_v4` up to eight (in dynamic
+/// shared memory, [`dynamic_shared_bytes`]); with the caller's noise,
 /// `mh_step_with_noise_block_rows_v4`.
 fn block_rows(shape: Shape, in_kernel: bool, device: Device) -> Launch {
     let blocks = one_wave(shape, BLOCK_ROWS_PER_SM, device);

@@ -221,7 +221,7 @@ fn rows() -> Vec<(Kind, Row)> {
     ));
     let long = dispatch::LONG_ROW_LESSON;
     rows.push((Kind::Lesson(long), lesson(&long)));
-    let idea = "production long rows: the next row by cp.async, one barrier a row, one wave";
+    let idea = "production long rows: the next row loaded ahead, one barrier a row, one wave";
     let file = "kernel/src/gpu/block_rows.rs";
     rows.push((
         Kind::BlockRows,

@@ -20,11 +20,16 @@
 //! CPU reference and the streamed step do.
 //!
 //! # The rest of the design
-//! - The next row's state travels into shared memory by `cp.async` while this one computes
-//!   (`SharedFeed`, as in the staged one-warp-per-row step), or, with the caller's noise, into
-//!   registers (`RegisterFeed`). Staging takes 8 KB per warp (a segment and the next row's):
-//!   up to 4 warps, an array the kernel declares; 5 to 8 warps (64 KB), more than a kernel
-//!   may declare, so the launch gives it as *dynamic* shared memory.
+//! - The next row's state travels while this one computes: into shared memory by `cp.async`
+//!   (`SharedFeed`, as in the staged one-warp-per-row step), or into registers
+//!   (`RegisterFeed`): always with the caller's noise, and with in-kernel random numbers in
+//!   blocks of up to 4 warps when the target asks for it
+//!   (`Target::NEXT_LONG_ROW_IN_REGISTERS`). The registers (32 a thread) cost the SM a block
+//!   of warps, which a target of short terms (the Gaussian) does not need: its step runs 5 %
+//!   faster so, Student-t's 18 to 25 % slower (`bench/NOTES.md`, issue 22, thirty-ninth part).
+//!   Staging takes 8 KB per warp (a segment and the next row's): up to 4 warps, an array the
+//!   kernel declares; 5 to 8 warps (64 KB), more than a kernel may declare, so the launch gives
+//!   it as *dynamic* shared memory.
 //! - The grid is *persistent*: one wave, as many blocks as the SMs hold at once (the host asks
 //!   the driver's occupancy for the kernel), each taking rows `b, b + grid, ...`, so that
 //!   there is always a next row to load ahead. A grid of more blocks would run the rest as a

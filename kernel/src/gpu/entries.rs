@@ -218,11 +218,13 @@ macro_rules! mh_family_staged_step {
 }
 
 /// The long rows' single step with random numbers drawn in the kernel (sm_80 and later): a
-/// block per row, a warp per segment, each row's state staged by `cp.async` (see
-/// [`crate::gpu::block_rows`]), in a shared array for blocks of up to `$warps` warps that the
-/// kernel declares (`$staging` = `new`: a smaller array for the blocks of two warps lets more
-/// of them onto an SM) or that the launch gives (`in_dynamic_shared`, for more than 4 warps).
-/// Rows of 1025 to 8192 elements in whole quads.
+/// block per row, a warp per segment (see [`crate::gpu::block_rows`]), each row's state loaded
+/// one row ahead. In blocks of up to 4 warps, into registers if the target asks for it
+/// ([`Target::NEXT_LONG_ROW_IN_REGISTERS`](crate::target::Target::NEXT_LONG_ROW_IN_REGISTERS));
+/// otherwise staged by `cp.async` in a shared array for blocks of up to `$warps` warps that
+/// the kernel declares (`$staging` = `new`: a smaller array for the blocks of two warps lets
+/// more of them onto an SM) or that the launch gives (`in_dynamic_shared`, for more than 4
+/// warps). Rows of 1025 to 8192 elements in whole quads.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! mh_family_block_rows_step {
@@ -250,16 +252,29 @@ macro_rules! mh_family_block_rows_step {
             tile_rows: u32,
         ) {
             use $crate::gpu::device::thread::thread_idx_x;
-            use $crate::gpu::{block_rows, shared_feed::SharedFeed, step};
-            use $crate::layout::{SEGMENT_QUADS, WARP_SIZE};
+            use $crate::gpu::{block_rows, feed::RegisterFeed, shared_feed::SharedFeed, step};
+            use $crate::layout::{SEGMENT_QUADS, STAGED_WARPS_PER_BLOCK, WARP_SIZE};
+            use $crate::target::Target;
             let (args, noise) = step::rng_step_inputs(
                 x, x_new, accepted, target, batch, dim, step_size, seed, step, tile_rows,
             );
-            let first_quad = thread_idx_x() / WARP_SIZE * SEGMENT_QUADS;
-            // SAFETY: forwarded from this function's contract.
-            unsafe {
-                let feed = SharedFeed::<{ $q }, WARP_SIZE, { $warps }>::$staging(&args, first_quad);
-                block_rows::step_block_rows::<$target, _, _, { $q }, true>(&args, &noise, feed)
+            // Constant for each entry: the compiler keeps one branch.
+            let in_registers =
+                <$target>::NEXT_LONG_ROW_IN_REGISTERS && $warps <= STAGED_WARPS_PER_BLOCK;
+            if in_registers {
+                let feed = RegisterFeed::<{ $q }>::EMPTY;
+                // SAFETY: forwarded from this function's contract.
+                unsafe {
+                    block_rows::step_block_rows::<$target, _, _, { $q }, true>(&args, &noise, feed)
+                }
+            } else {
+                let first_quad = thread_idx_x() / WARP_SIZE * SEGMENT_QUADS;
+                // SAFETY: forwarded from this function's contract.
+                unsafe {
+                    let feed =
+                        SharedFeed::<{ $q }, WARP_SIZE, { $warps }>::$staging(&args, first_quad);
+                    block_rows::step_block_rows::<$target, _, _, { $q }, true>(&args, &noise, feed)
+                }
             }
         }
     };

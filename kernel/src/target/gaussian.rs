@@ -34,6 +34,7 @@ impl Target for Gaussian {
     const PARAMS: &'static [&'static str] = &["mu", "sigma"];
     const ARRAYS: usize = 2;
     type Quad = GaussianQuad;
+    const NEXT_LONG_ROW_IN_REGISTERS: bool = true;
 
     #[inline(always)]
     fn quad(array: impl Fn(usize) -> [f32; 4]) -> GaussianQuad {

@@ -51,6 +51,14 @@ pub trait Target: Copy + 'static {
     const ARRAYS: usize;
     /// One quad's parameters in registers: `ARRAYS` quads of 4 floats.
     type Quad: Copy;
+    /// Whether the block-per-row single step of rows of 1025 to 4096 elements holds the next
+    /// row in registers (32 a thread) instead of staging it in shared memory by `cp.async`.
+    /// Registers leave fewer warps on an SM: a target whose terms are a few instructions a
+    /// quad (the Gaussian's) runs its long rows 5 % faster so; one whose terms are long
+    /// (Student-t's logarithm) needs the warps to hide them, and ran 18 to 25 % slower
+    /// (`bench/NOTES.md`, issue 22, thirty-ninth part). A target that sets it also gives its
+    /// two entries of that step their register limits in `build.rs` (`REGISTER_LIMITS`).
+    const NEXT_LONG_ROW_IN_REGISTERS: bool = false;
 
     /// A quad's parameters from array `k`'s quad, `array(k)` for `k < ARRAYS`.
     fn quad(array: impl Fn(usize) -> [f32; 4]) -> Self::Quad;
