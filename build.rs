@@ -102,19 +102,19 @@ const MODEL_MAX_REGISTERS: u32 = 80;
 
 /// Registers a thread of the in-kernel-RNG block-per-row step of two-warp blocks
 /// (`mh_step_block_rows_2w_*`, rows of 1025 to 2048) may take when the next row is staged in
-/// shared memory (the default, `Target::NEXT_LONG_ROW_IN_REGISTERS`): ptxas gives 122 unbounded, 8
-/// blocks on an SM; at 96, 10 fit (20 warps, as for the staged one-warp-per-row step, whose
-/// row of 1024 is the same work as one of these warps' segments). The four-warp blocks ran
-/// slower at 96 (5 blocks instead of 4, but the spills and the longer schedule cost more:
-/// `bench/NOTES.md`, issue 22, second part) and stay unbounded.
+/// shared memory (the default, `Target::NEXT_LONG_ROW_IN_REGISTERS`): ptxas gives 122
+/// unbounded, 8 blocks on an SM; at 96, 10 fit (20 warps, as for the staged one-warp-per-row
+/// step, whose row of 1024 is the same work as one of these warps' segments). The four-warp
+/// blocks ran slower at 96 (5 blocks instead of 4, but the spills and the longer schedule cost
+/// more: `bench/NOTES.md`, issue 22, second part).
 const BLOCK_ROWS_MAX_REGISTERS: u32 = 96;
 
 /// Registers a thread of the in-kernel-RNG block-per-row steps of four and eight warps
 /// (`mh_step_block_rows_v4_*`, `mh_step_block_rows_8w_v4_*`) may take when the next row is
-/// staged in shared memory (always with 8 warps): with a segment's quads
-/// computed behind one branch (`block_rows::SEGMENT_QUADS_TOGETHER`) ptxas gives 134
-/// unbounded, 3 blocks of 4 warps on an SM; at 128, 4 fit, with no spill for the Gaussian
-/// (`bench/NOTES.md`, issue 22, twentieth part).
+/// staged in shared memory (always with 8 warps): with a segment's quads computed behind one
+/// branch (`block_rows::SEGMENT_QUADS_TOGETHER`) ptxas gave the Gaussian's four-warp step 134
+/// unbounded, 3 blocks on an SM; at 128, 4 fit, with no spill (`bench/NOTES.md`, issue 22,
+/// twentieth part).
 const WIDE_BLOCK_ROWS_MAX_REGISTERS: u32 = 128;
 
 /// Registers a thread of the in-kernel-RNG block-per-row step of four-warp blocks may take

@@ -17,7 +17,8 @@ use support::trials::GpuTrials;
 /// Shapes that reach every single-step kernel: rows in registers in whole quads and not
 /// (staged in the newer module), the staged one-warp-per-row step, streamed rows in whole
 /// quads and not, caller noise's 8-quad rows, the block per row (two segments, four, and
-/// eight; at four, 4 rows a block of a 132-SM GPU's grid of 3 blocks an SM), and the paired
+/// eight; at four, at least 3 rows a block of a 132-SM GPU's grid of 3 or 4 blocks an SM, so
+/// that the sums' slots go round their two sets), and the paired
 /// staged step (a batch large enough for it, see `dispatch::step`).
 const STEP_SHAPES: [(usize, usize); 10] = [
     (20000, 64),

@@ -26,7 +26,7 @@
 //!   blocks of up to 4 warps when the target asks for it
 //!   (`Target::NEXT_LONG_ROW_IN_REGISTERS`). The registers (32 a thread) cost the SM a block
 //!   of warps, which a target of short terms (the Gaussian) does not need: its step runs 5 %
-//!   faster so, Student-t's 18 to 25 % slower (`bench/NOTES.md`, issue 22, thirty-ninth part).
+//!   faster so, Student-t's 19 to 25 % slower (`bench/NOTES.md`, issue 22, thirty-ninth part).
 //!   Staging takes 8 KB per warp (a segment and the next row's): up to 4 warps, an array the
 //!   kernel declares; 5 to 8 warps (64 KB), more than a kernel may declare, so the launch gives
 //!   it as *dynamic* shared memory.

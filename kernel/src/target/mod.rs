@@ -55,7 +55,7 @@ pub trait Target: Copy + 'static {
     /// row in registers (32 a thread) instead of staging it in shared memory by `cp.async`.
     /// Registers leave fewer warps on an SM: a target whose terms are a few instructions a
     /// quad (the Gaussian's) runs its long rows 5 % faster so; one whose terms are long
-    /// (Student-t's logarithm) needs the warps to hide them, and ran 18 to 25 % slower
+    /// (Student-t's logarithm) needs the warps to hide them, and ran 19 to 25 % slower
     /// (`bench/NOTES.md`, issue 22, thirty-ninth part). A target that sets it also gives its
     /// two entries of that step their register limits in `build.rs` (`REGISTER_LIMITS`).
     const NEXT_LONG_ROW_IN_REGISTERS: bool = false;
