@@ -30,10 +30,11 @@ macro_rules! for_each_entry_point {
             mh_family_rng_step mh_step_streaming_v4 (0, true);
             mh_family_rng_step mh_step (0, false);
             // The staged single steps (sm_80 only): quads per lane, lanes per row (0: from dim),
-            // a row over half its group's lanes.
-            mh_family_staged_step mh_step_staged_q2_v4 (MAX_RESIDENT_QUADS_PER_LANE, 0, false);
-            mh_family_staged_step mh_step_staged_paired_v4 (PAIRED_QUADS_PER_LANE, 0, true);
-            mh_family_staged_step mh_step_staged_q8_v4 (MAX_STAGED_QUADS_PER_LANE, WARP_SIZE, false);
+            // a row over half its group's lanes, the new state stored evict-first.
+            mh_family_staged_step mh_step_staged_q2_v4 (MAX_RESIDENT_QUADS_PER_LANE, 0, false, false);
+            mh_family_staged_step mh_step_staged_paired_v4 (PAIRED_QUADS_PER_LANE, 0, true, false);
+            mh_family_staged_step mh_step_staged_paired_evict_first_v4 (PAIRED_QUADS_PER_LANE, 0, true, true);
+            mh_family_staged_step mh_step_staged_q8_v4 (MAX_STAGED_QUADS_PER_LANE, WARP_SIZE, false, false);
             // The long rows' single step, a block per row (the in-kernel RNG's on sm_80 only).
             // Staged in an array for 4 warps, for 2 warps, or in the launch's dynamic shared
             // memory for up to 8.

@@ -120,7 +120,10 @@ fn blocks_for(warps: u64, threads: u32, device: Device) -> u32 {
 ///   caller's noise, rows of up to 1024 do (`q8`: no Philox to hold); longer rows stream.
 /// - `_v4` when `dim % 4 == 0`: every quad a 16-byte vector.
 /// - With in-kernel random numbers and the `sm_80` module, rows of up to 1024 elements in whole
-///   quads are *staged* instead: the next row travels into shared memory by `cp.async`.
+///   quads are *staged* instead: the next row travels into shared memory by `cp.async`. A
+///   paired staged step whose bytes fit in L2 stores its new state evict-first
+///   (`_evict_first`): 3 % faster there, 1.5 % slower from DRAM (`bench/NOTES.md`, issue 22,
+///   fortieth part).
 /// - Rows of 1025 to 8192 elements in whole quads take a block each, a warp per 1024-element
 ///   segment ([`block_rows`]; with in-kernel random numbers, the `sm_80` module only); longer
 ///   rows, and long rows not in whole quads, stream.
@@ -137,9 +140,14 @@ pub fn step<N>(shape: Shape, draws: &Draws<N>, device: Device) -> Launch {
     let g = layout::group_width(dim);
     if in_kernel && device.staged && v4 && resident && paired_step(shape, device) {
         let threads = RNG_THREADS_PER_BLOCK;
-        let (blocks, tile_rows) = tiles(shape, g / 2, threads, step_bytes(shape, true), device);
+        let bytes = step_bytes(shape, true);
+        let (blocks, tile_rows) = tiles(shape, g / 2, threads, bytes, device);
         return Launch {
-            entry: "mh_step_staged_paired_v4",
+            entry: if bytes <= device.l2_bytes as u64 {
+                "mh_step_staged_paired_evict_first_v4"
+            } else {
+                "mh_step_staged_paired_v4"
+            },
             blocks,
             threads,
             tile_rows,

@@ -110,8 +110,12 @@ fn large_batches_pair_the_staged_rows() {
     assert_eq!(entry(1 << 20, 32), "mh_step_staged_q2_v4");
     assert_eq!(entry(1 << 20, 36), "mh_step_staged_paired_v4");
     assert_eq!(entry(1 << 20, 34), "mh_step_q2");
-    // 16 warps per SM on 132 SMs are 2112 warps: 8 rows a warp at dim 64, so 16889 rows.
-    assert_eq!(entry(16889, 64), "mh_step_staged_paired_v4");
+    // 16 warps per SM on 132 SMs are 2112 warps: 8 rows a warp at dim 64, so 16889 rows. A step
+    // whose bytes fit in L2 (50 MiB on the H200: 102400 rows of 64) stores evict-first.
+    assert_eq!(entry(16889, 64), "mh_step_staged_paired_evict_first_v4");
+    assert_eq!(entry(65536, 64), "mh_step_staged_paired_evict_first_v4");
+    assert_eq!(entry(102400, 64), "mh_step_staged_paired_evict_first_v4");
+    assert_eq!(entry(102401, 64), "mh_step_staged_q2_v4");
     assert_eq!(entry(16888, 64), "mh_step_staged_q2_v4");
     // A little past L2 (50 MiB on the H200): 64 MiB keep `q2`, 70 MiB (143360 x 64), 75 MiB
     // (153600 x 64) and 80 MiB (81920 x 128) pair; the band ends at 65 MiB, 133120 x 64.
@@ -295,7 +299,8 @@ fn every_dispatched_name(staged: bool) -> BTreeSet<&'static str> {
     let dims = (1..=1100).chain([4096, 4097, 8192, 8196]);
     let mut names = BTreeSet::new();
     for dim in dims {
-        for batch in [1, 4096, 1 << 20] {
+        // 65536 rows: a batch that pairs and fits in L2 (the evict-first paired step).
+        for batch in [1, 4096, 65536, 1 << 20] {
             let s = shape(batch, dim);
             for r in [IN_KERNEL, CALLER] {
                 names.insert(step(s, &r, device).entry);

@@ -1,6 +1,8 @@
 //! The buffers and sizes a step shares, the target staged in shared memory, tiles and rows.
 
-use crate::gpu::device::memory::{load_quad, load_shared_v4, store_quad, store_shared_v4};
+use crate::gpu::device::memory::{
+    load_quad, load_shared_v4, store_quad, store_shared_v4, store_v4_evict_first,
+};
 use crate::gpu::device::thread::{block_dim_x, thread_idx_x};
 use crate::layout::{self, QUAD, WARP_SIZE};
 use crate::philox::Key;
@@ -29,6 +31,11 @@ pub(crate) struct StepArgs {
     /// rounded back to the state; the run's single steps); null: not counted.
     pub(crate) null_moves: *mut u32,
     pub(crate) tile_rows: usize,
+    /// Whether the new state's quads are stored evict-first
+    /// ([`store_v4_evict_first`](crate::gpu::device::memory::store_v4_evict_first)): a
+    /// constant of each entry point (false but in the staged steps' `_evict_first` entries),
+    /// so each entry compiles to one kind of store.
+    pub(crate) evict_first: bool,
 }
 
 /// The per-run inputs of the fused kernel (`gpu::chain`) beyond [`StepArgs`]: the random
@@ -260,6 +267,10 @@ impl StepArgs {
     /// As [`Self::x_quad`], and this lane is the quad's only writer.
     #[inline(always)]
     pub(crate) unsafe fn store_x_new<const V4: bool>(&self, offset: usize, q: usize, v: [f32; 4]) {
+        if V4 && self.evict_first {
+            // SAFETY: x_new has the shape of x; V4: the quad is whole and 16-byte aligned.
+            return unsafe { store_v4_evict_first(self.x_new.add(offset + QUAD * q), v) };
+        }
         // SAFETY: x_new has the shape of x.
         unsafe {
             store_quad::<V4>(

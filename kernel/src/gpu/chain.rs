@@ -398,6 +398,7 @@ macro_rules! mh_family_chain {
                 nonfinite: core::ptr::null_mut(),
                 null_moves: core::ptr::null_mut(),
                 tile_rows: 0,
+                evict_first: false,
             };
             let chain_args = ChainArgs {
                 key: $crate::rng::key(seed),

@@ -176,11 +176,12 @@ macro_rules! mh_family_noise_step {
 /// `mh_step_staged_paired_v4` rows of 9 to 256, a lane holding two group lanes' quads (see
 /// `resident::propose_resident`); `mh_step_staged_q8_v4` rows of 257 to 1024 with one warp per
 /// row, fixed at compile time: a lane's quads are then 512 bytes apart, and ptxas needed 96
-/// registers instead of 128 (20 warps per SM instead of 16).
+/// registers instead of 128 (20 warps per SM instead of 16). `$evict_first`: the new state
+/// stored evict-first (`StepArgs::evict_first`), for steps whose state fits in L2.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! mh_family_staged_step {
-    ($name:ident, $export:expr, $target:ty, $q:expr, $g:expr, $paired:literal) => {
+    ($name:ident, $export:expr, $target:ty, $q:expr, $g:expr, $paired:literal, $evict_first:literal) => {
         /// One Metropolis–Hastings step of every chain, random numbers drawn in the kernel;
         /// each row is loaded one row ahead into shared memory by asynchronous copies (see
         /// `SharedFeed`).
@@ -204,9 +205,10 @@ macro_rules! mh_family_staged_step {
         ) {
             use $crate::gpu::{shared_feed::SharedFeed, step};
             use $crate::layout::STAGED_WARPS_PER_BLOCK;
-            let (args, noise) = step::rng_step_inputs(
+            let (mut args, noise) = step::rng_step_inputs(
                 x, x_new, accepted, target, batch, dim, step_size, seed, step, tile_rows,
             );
+            args.evict_first = $evict_first;
             // SAFETY: forwarded from this function's contract.
             unsafe {
                 let feed =

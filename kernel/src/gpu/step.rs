@@ -392,6 +392,7 @@ pub(crate) fn rng_step_inputs(
         nonfinite: core::ptr::null_mut(),
         null_moves: core::ptr::null_mut(),
         tile_rows: tile_rows as usize,
+        evict_first: false,
     };
     let noise = PhiloxNoise {
         draws: rng::StepDraws::new(rng::key(seed), step),
