@@ -33,8 +33,8 @@ pub(crate) struct StepArgs {
     pub(crate) tile_rows: usize,
     /// Whether the new state's quads are stored evict-first
     /// ([`store_v4_evict_first`](crate::gpu::device::memory::store_v4_evict_first)): a
-    /// constant of each entry point (false but in the staged steps' `_evict_first` entries),
-    /// so each entry compiles to one kind of store.
+    /// constant of each entry point (true only in the paired staged step's `_evict_first`
+    /// entries), so each entry compiles to one kind of store.
     pub(crate) evict_first: bool,
 }
 

@@ -50,9 +50,9 @@ pub(crate) unsafe fn store_v4(ptr: *mut f32, v: [f32; 4]) {
 
 /// Stores a quad at `ptr` as [`store_v4`] does, its lines marked *evict-first* in the caches
 /// (`st.global.cs`, PTX's "cache streaming" operator): when L2 must make room, these lines go
-/// before the lines the launch reads. A single step whose state fits in L2 runs 3 % faster so
-/// on an H100 (`bench/NOTES.md`, issue 22, fortieth part); one that streams from DRAM runs
-/// 1.5 % slower, so the host chooses by the step's bytes.
+/// before the lines the launch reads. With these stores, a single step whose state fits in L2
+/// ran 3 % faster on an H100 and one that streams from DRAM 1.5 % slower (`bench/NOTES.md`,
+/// issue 22, fortieth part), so the host chooses the entry by the step's bytes.
 ///
 /// # Safety
 /// As [`store_v4`].
