@@ -209,6 +209,55 @@ mod tests {
         }
     }
 
+    /// Whether a target holds the next long row in registers.
+    struct InRegisters;
+    impl kernel::target::VisitTarget for InRegisters {
+        type Output = bool;
+        fn visit<T: kernel::target::Target>(self) -> bool {
+            T::NEXT_LONG_ROW_IN_REGISTERS
+        }
+    }
+
+    /// build.rs gives the register-fed long-row entries their register limits by name, target
+    /// by target (a build script cannot read the trait's constant), and the limits meant for
+    /// staged rows spill a register-fed step (132 bytes at 128: `bench/NOTES.md`, issue 22,
+    /// thirty-ninth part). So no target that holds its next row in registers may share a
+    /// staged target's limit: a new such target needs its own lines in `REGISTER_LIMITS`.
+    #[test]
+    fn register_fed_long_rows_have_register_limits_of_their_own() {
+        let [_, newer] = ptx::MODULES.map(|m| m.text);
+        // The `.maxnreg` between an entry's name and its body, if any.
+        let limit = |name: &str| {
+            let start = format!(".entry {name}(");
+            let header = newer
+                .split(start.as_str())
+                .nth(1)
+                .unwrap_or_else(|| panic!("{name} is not in the newer module"));
+            let header = header.split('{').next().unwrap_or_default();
+            header
+                .lines()
+                .find_map(|l| l.trim().strip_prefix(".maxnreg "))
+        };
+        let (fed, staged): (Vec<&TargetKind>, Vec<&TargetKind>) = TargetKind::ALL
+            .iter()
+            .partition(|kind| kind.visit(InRegisters));
+        assert!(!fed.is_empty(), "no target holds its rows in registers");
+        for base in ["mh_step_block_rows_v4", "mh_step_block_rows_2w_v4"] {
+            let i = kernel::abi::ENTRY_BASES
+                .iter()
+                .position(|b| *b == base)
+                .unwrap_or_else(|| panic!("{base} is not an entry point"));
+            for (f, s) in fed.iter().flat_map(|f| staged.iter().map(move |s| (f, s))) {
+                let (fed_name, staged_name) = (f.entry_points()[i], s.entry_points()[i]);
+                assert_ne!(
+                    limit(fed_name),
+                    limit(staged_name),
+                    "{fed_name} takes the register limit of {staged_name}"
+                );
+            }
+        }
+    }
+
     /// The register-resident kernels stage the target in a shared array declared inside inline
     /// PTX (`stage_target` in the kernel crate), and the staged kernel its rows in another
     /// (`SharedFeed`), and the block-per-row kernels their segments' sums in a third. Were the
@@ -217,14 +266,6 @@ mod tests {
     /// kernels exactly one target array.
     #[test]
     fn each_kernel_declares_at_most_one_shared_array() {
-        /// Whether a target holds the next long row in registers.
-        struct InRegisters;
-        impl kernel::target::VisitTarget for InRegisters {
-            type Output = bool;
-            fn visit<T: kernel::target::Target>(self) -> bool {
-                T::NEXT_LONG_ROW_IN_REGISTERS
-            }
-        }
         let register_fed: Vec<&str> = TargetKind::ALL
             .iter()
             .filter(|kind| kind.visit(InRegisters))
