@@ -42,8 +42,8 @@
 //!   the tiles of `step::step_tiles` do); each row's comes from its lane by a shuffle. No
 //!   warp waits for one lane's Philox call.
 
-use crate::gpu::args::{RowSlot, StepArgs};
-use crate::gpu::device::memory::{load_shared_v4, store_shared_f32};
+use crate::gpu::args::{RowSlot, StepArgs, target_array_quad};
+use crate::gpu::device::memory::{load_shared_v4, store_shared_f32, store_shared_v4};
 use crate::gpu::device::thread::{block_dim_x, block_idx_x, grid_dim_x, lane_id, thread_idx_x};
 use crate::gpu::device::warp::{group_sum_loop, shfl_idx};
 use crate::gpu::feed::RowFeed;
@@ -67,6 +67,9 @@ const SEGMENT_QUADS_TOGETHER: usize = 8;
 const SUM_SLOTS_BYTES: u32 = (MAX_BLOCK_ROW_SEGMENTS * 4) as u32;
 const _: () = assert!(MAX_BLOCK_ROW_SEGMENTS <= 8);
 
+/// The threads of the largest block that keeps a stash of the target (4 warps).
+const STASH_THREADS: usize = 128;
+
 /// The body of the block-per-row entry points: rows `block_idx, block_idx + grid, ...`, each
 /// split over the block's warps, one segment each (see the module documentation).
 ///
@@ -81,6 +84,7 @@ pub(crate) unsafe fn step_block_rows<
     F: RowFeed<N, Q>,
     const Q: usize,
     const V4: bool,
+    const STASH: bool,
 >(
     args: &StepArgs,
     noise: &N,
@@ -105,6 +109,46 @@ pub(crate) unsafe fn step_block_rows<
             unsafe { args.target_quad::<T, V4>(q) }
         } else {
             T::quad(|_| [0.0; 4])
+        }
+    };
+    // With STASH, each lane keeps its quads of the target in a stash of shared memory of its
+    // own (slot `(k * ARRAYS + a) * 128 + thread`), filled once: no other thread reads it.
+    let stash: u32 = if STASH {
+        let base: u32;
+        // SAFETY: declares a block-shared array and takes its address; no memory is touched.
+        unsafe {
+            asm!("{{ .shared .align 16 .b8 fused_mh_target_stash[{bytes}]; mov.u32 {base}, fused_mh_target_stash; }}",
+                 bytes = const STASH_THREADS * Q * T::ARRAYS * 16,
+                 base = out(reg32) base, options(nostack));
+        }
+        let tid = thread_idx_x();
+        for k in 0..Q {
+            let q = first_quad + lane + k * WARP_SIZE;
+            for a in 0..T::ARRAYS {
+                let v = if q < n_quads {
+                    // SAFETY: q < n_quads, a < ARRAYS; V4 as above.
+                    unsafe { target_array_quad::<V4>(args.target, args.dim, a, q) }
+                } else {
+                    [0.0; 4]
+                };
+                let slot = base + (((k * T::ARRAYS + a) * STASH_THREADS + tid) * 16) as u32;
+                // SAFETY: this thread's own slot of the stash, inside it (tid < 128).
+                unsafe { store_shared_v4(slot, v) };
+            }
+        }
+        base + (tid * 16) as u32
+    } else {
+        0
+    };
+    let target_quad = |q: usize| {
+        if STASH {
+            let k = (q - first_quad - lane) / WARP_SIZE;
+            // SAFETY: this thread's own slots, written above by this thread.
+            T::quad(|a| unsafe {
+                load_shared_v4(stash + ((k * T::ARRAYS + a) * STASH_THREADS * 16) as u32)
+            })
+        } else {
+            target_quad(q)
         }
     };
     let mut row = block_idx_x();

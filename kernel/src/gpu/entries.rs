@@ -267,7 +267,9 @@ macro_rules! mh_family_block_rows_step {
                 let feed = RegisterFeed::<{ $q }>::EMPTY;
                 // SAFETY: forwarded from this function's contract.
                 unsafe {
-                    block_rows::step_block_rows::<$target, _, _, { $q }, true>(&args, &noise, feed)
+                    block_rows::step_block_rows::<$target, _, _, { $q }, true, true>(
+                        &args, &noise, feed,
+                    )
                 }
             } else {
                 let first_quad = thread_idx_x() / WARP_SIZE * SEGMENT_QUADS;
@@ -275,7 +277,9 @@ macro_rules! mh_family_block_rows_step {
                 unsafe {
                     let feed =
                         SharedFeed::<{ $q }, WARP_SIZE, { $warps }>::$staging(&args, first_quad);
-                    block_rows::step_block_rows::<$target, _, _, { $q }, true>(&args, &noise, feed)
+                    block_rows::step_block_rows::<$target, _, _, { $q }, true, false>(
+                        &args, &noise, feed,
+                    )
                 }
             }
         }
@@ -317,7 +321,7 @@ macro_rules! mh_family_noise_block_rows_step {
             );
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                block_rows::step_block_rows::<$target, _, _, { $q }, true>(
+                block_rows::step_block_rows::<$target, _, _, { $q }, true, false>(
                     &args,
                     &noise,
                     RegisterFeed::<{ $q }>::EMPTY,
