@@ -260,7 +260,8 @@ mod tests {
 
     /// The register-resident kernels stage the target in a shared array declared inside inline
     /// PTX (`stage_target` in the kernel crate), and the staged kernel its rows in another
-    /// (`SharedFeed`), and the block-per-row kernels their segments' sums in a third. Were the
+    /// (`SharedFeed`), the block-per-row kernels their segments' sums in a third, and those of
+    /// them that hold the next row in registers their lanes' target quads in a fourth. Were the
     /// compiler to duplicate such an asm block, a kernel would declare two arrays, write one
     /// and read the other. Each kernel must declare at most one of each, and the resident
     /// kernels exactly one target array.
@@ -319,6 +320,15 @@ mod tests {
                     body.contains("fused_mh_dynamic_staging"),
                     dynamic,
                     "{name}: the dynamic staging array"
+                );
+                // The same register-fed ones keep their lanes' target quads in a stash.
+                let stashes = body
+                    .matches(".shared .align 16 .b8 fused_mh_target_stash[")
+                    .count();
+                assert_eq!(
+                    stashes,
+                    usize::from(register_fed.contains(&name)),
+                    "{name} declares {stashes} target stashes"
                 );
                 let sums = body
                     .matches(".shared .align 16 .b8 fused_mh_segment_sums[")

@@ -30,6 +30,13 @@
 //!   Staging takes 8 KB per warp (a segment and the next row's): up to 4 warps, an array the
 //!   kernel declares; 5 to 8 warps (64 KB), more than a kernel may declare, so the launch gives
 //!   it as *dynamic* shared memory.
+//! - With the next row in registers, shared memory is free for something else: each lane
+//!   keeps its quads of the target (8 quads of each of the target's arrays) in a *stash* of
+//!   shared memory of its own, filled once per launch and read back every row (`STASH`). From
+//!   global memory the same loads were L1 hits queued behind the next row's loads in the
+//!   L1TEX pipeline, with 64-bit addresses held in registers; from shared memory they take a
+//!   32-bit address and a short, fixed latency. No other thread reads a lane's slots, so the
+//!   stash needs no barrier.
 //! - The grid is *persistent*: one wave, as many blocks as the SMs hold at once (the host asks
 //!   the driver's occupancy for the kernel), each taking rows `b, b + grid, ...`, so that
 //!   there is always a next row to load ahead. A grid of more blocks would run the rest as a
@@ -67,16 +74,20 @@ const SEGMENT_QUADS_TOGETHER: usize = 8;
 const SUM_SLOTS_BYTES: u32 = (MAX_BLOCK_ROW_SEGMENTS * 4) as u32;
 const _: () = assert!(MAX_BLOCK_ROW_SEGMENTS <= 8);
 
-/// The threads of the largest block that keeps a stash of the target (4 warps).
+/// The threads of the largest block that keeps a stash of the target (4 warps): the stash
+/// has a slot of each quad for each of them, `STASH_THREADS * Q * ARRAYS` quads in all.
 const STASH_THREADS: usize = 128;
 
 /// The body of the block-per-row entry points: rows `block_idx, block_idx + grid, ...`, each
 /// split over the block's warps, one segment each (see the module documentation).
 ///
+/// With `STASH`, each lane reads its quads of the target from a stash of its own in shared
+/// memory (see the module documentation), for blocks of at most [`STASH_THREADS`] threads.
+///
 /// # Safety
 /// As the single steps, with blocks of exactly `layout::segments(dim)` warps (at most
-/// [`MAX_BLOCK_ROW_SEGMENTS`]), `V4` only if `dim % 4 == 0`, and `feed` made for this warp's
-/// segment.
+/// [`MAX_BLOCK_ROW_SEGMENTS`], and at most [`STASH_THREADS`] threads with `STASH`), `V4` only
+/// if `dim % 4 == 0`, and `feed` made for this warp's segment.
 #[inline(always)]
 pub(crate) unsafe fn step_block_rows<
     T: Target,
@@ -111,8 +122,10 @@ pub(crate) unsafe fn step_block_rows<
             T::quad(|_| [0.0; 4])
         }
     };
-    // With STASH, each lane keeps its quads of the target in a stash of shared memory of its
-    // own (slot `(k * ARRAYS + a) * 128 + thread`), filled once: no other thread reads it.
+    // With STASH, each lane keeps its quads of the target in a stash of shared memory, quad k
+    // of array a in slot `(k * ARRAYS + a) * STASH_THREADS + thread` (a warp's 16-byte loads
+    // of one slot row touch consecutive addresses: no bank conflicts), filled once: no other
+    // thread reads a lane's slots.
     let stash: u32 = if STASH {
         let base: u32;
         // SAFETY: declares a block-shared array and takes its address; no memory is touched.
@@ -132,7 +145,8 @@ pub(crate) unsafe fn step_block_rows<
                     [0.0; 4]
                 };
                 let slot = base + (((k * T::ARRAYS + a) * STASH_THREADS + tid) * 16) as u32;
-                // SAFETY: this thread's own slot of the stash, inside it (tid < 128).
+                // SAFETY: this thread's own slot of the stash, inside it (tid < STASH_THREADS,
+                // the contract).
                 unsafe { store_shared_v4(slot, v) };
             }
         }
@@ -143,7 +157,8 @@ pub(crate) unsafe fn step_block_rows<
     let target_quad = |q: usize| {
         if STASH {
             let k = (q - first_quad - lane) / WARP_SIZE;
-            // SAFETY: this thread's own slots, written above by this thread.
+            // SAFETY: this thread's own slots, written above by this thread; `k < Q`, since
+            // the rows' loops ask for the lane's quads `first_quad + lane + 32 k` only.
             T::quad(|a| unsafe {
                 load_shared_v4(stash + ((k * T::ARRAYS + a) * STASH_THREADS * 16) as u32)
             })

@@ -70,7 +70,8 @@ pub(crate) unsafe fn store_v4_evict_first(ptr: *mut f32, v: [f32; 4]) {
 ///
 /// # Safety
 /// `addr` is a 16-byte aligned address inside a shared array of this block, written before the
-/// last block barrier, or by this lane's own asynchronous copies that it has waited for.
+/// last block barrier, by this thread itself, or by this lane's own asynchronous copies that
+/// it has waited for.
 #[inline(always)]
 pub(crate) unsafe fn load_shared_v4(addr: u32) -> [f32; 4] {
     let (a, b, c, d): (f32, f32, f32, f32);
