@@ -33,7 +33,7 @@
 //! - With the next row in registers, shared memory is free for something else: each lane
 //!   keeps its quads of the target (8 quads of each of the target's arrays) in a *stash* of
 //!   shared memory of its own, filled once per launch and read back every row (`STASH`). From
-//!   global memory the same loads were L1 hits queued behind the next row's loads in the
+//!   global memory the same loads are L1 hits queued behind the next row's loads in the
 //!   L1TEX pipeline, with 64-bit addresses held in registers; from shared memory they take a
 //!   32-bit address and a short, fixed latency. No other thread reads a lane's slots, so the
 //!   stash needs no barrier.
@@ -57,7 +57,9 @@ use crate::gpu::feed::RowFeed;
 use crate::gpu::noise::Noise;
 use crate::gpu::resident::{propose_resident, write_resident};
 use crate::gpu::step::decide_sum;
-use crate::layout::{self, MAX_BLOCK_ROW_SEGMENTS, SEGMENT_QUADS, WARP_SIZE};
+use crate::layout::{
+    self, MAX_BLOCK_ROW_SEGMENTS, SEGMENT_QUADS, STAGED_WARPS_PER_BLOCK, WARP_SIZE,
+};
 use crate::mh;
 use crate::target::Target;
 use core::arch::{asm, nvptx};
@@ -74,9 +76,10 @@ const SEGMENT_QUADS_TOGETHER: usize = 8;
 const SUM_SLOTS_BYTES: u32 = (MAX_BLOCK_ROW_SEGMENTS * 4) as u32;
 const _: () = assert!(MAX_BLOCK_ROW_SEGMENTS <= 8);
 
-/// The threads of the largest block that keeps a stash of the target (4 warps): the stash
+/// The threads of the largest block that keeps a stash of the target: the entries hold the
+/// next row in registers only in blocks of at most `STAGED_WARPS_PER_BLOCK` warps. The stash
 /// has a slot of each quad for each of them, `STASH_THREADS * Q * ARRAYS` quads in all.
-const STASH_THREADS: usize = 128;
+const STASH_THREADS: usize = STAGED_WARPS_PER_BLOCK * WARP_SIZE;
 
 /// The body of the block-per-row entry points: rows `block_idx, block_idx + grid, ...`, each
 /// split over the block's warps, one segment each (see the module documentation).
