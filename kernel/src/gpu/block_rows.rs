@@ -117,7 +117,7 @@ pub(crate) unsafe fn step_block_rows<
     let first_quad = warp * SEGMENT_QUADS;
     let n_quads = layout::quads_per_row(args.dim);
     // Past the row, a zero quad: it adds exactly 0 (the `Target` contract).
-    let target_quad = |q: usize| {
+    let global_target_quad = |q: usize| {
         if q < n_quads {
             // SAFETY: q < n_quads; V4 only if dim % 4 == 0 (the contract).
             unsafe { args.target_quad::<T, V4>(q) }
@@ -166,7 +166,7 @@ pub(crate) unsafe fn step_block_rows<
                 load_shared_v4(stash + ((k * T::ARRAYS + a) * STASH_THREADS * 16) as u32)
             })
         } else {
-            target_quad(q)
+            global_target_quad(q)
         }
     };
     let mut row = block_idx_x();
