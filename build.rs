@@ -111,10 +111,11 @@ const BLOCK_ROWS_MAX_REGISTERS: u32 = 96;
 
 /// Registers a thread of the in-kernel-RNG block-per-row steps of four and eight warps
 /// (`mh_step_block_rows_v4_*`, `mh_step_block_rows_8w_v4_*`) may take when the next row is
-/// staged in shared memory (always with 8 warps): with a segment's quads computed behind one
-/// branch (`block_rows::SEGMENT_QUADS_TOGETHER`) ptxas gave the Gaussian's four-warp step 134
+/// staged in shared memory: with a segment's quads computed behind one branch
+/// (`block_rows::SEGMENT_QUADS_TOGETHER`) ptxas gave the Gaussian's four-warp step 134
 /// unbounded, 3 blocks on an SM; at 128, 4 fit, with no spill (`bench/NOTES.md`, issue 22,
-/// twentieth part).
+/// twentieth part). The eight-warp step takes it with the next row in registers too: 128 is
+/// the most that lets 2 blocks of 8 warps onto an SM.
 const WIDE_BLOCK_ROWS_MAX_REGISTERS: u32 = 128;
 
 /// Registers a thread of the in-kernel-RNG block-per-row step of four-warp blocks may take

@@ -22,17 +22,18 @@
 //! # The rest of the design
 //! - The next row's state travels while this one computes: into shared memory by `cp.async`
 //!   (`SharedFeed`, as in the staged one-warp-per-row step), or into registers
-//!   (`RegisterFeed`): always with the caller's noise, and with in-kernel random numbers in
-//!   blocks of up to 4 warps when the target asks for it
-//!   (`Target::NEXT_LONG_ROW_IN_REGISTERS`). The registers (32 a thread) cost the SM a block
-//!   of warps, which a target of short terms (the Gaussian) does not need: its step runs 5 %
-//!   faster so, Student-t's 19 to 25 % slower (`bench/NOTES.md`, issue 22, thirty-ninth part).
-//!   Staging takes 8 KB per warp (a segment and the next row's): up to 4 warps, an array the
-//!   kernel declares; 5 to 8 warps (64 KB), more than a kernel may declare, so the launch gives
-//!   it as *dynamic* shared memory.
+//!   (`RegisterFeed`): always with the caller's noise, and with in-kernel random numbers when
+//!   the target asks for it (`Target::NEXT_LONG_ROW_IN_REGISTERS`). The registers (32 a
+//!   thread) cost the SM a block of warps, which a target of short terms (the Gaussian) does
+//!   not need: its step runs 5 % faster so, Student-t's 19 to 25 % slower (`bench/NOTES.md`,
+//!   issue 22, thirty-ninth part). Staging takes 8 KB per warp (a segment and the next row's):
+//!   up to 4 warps, an array the kernel declares; 5 to 8 warps (64 KB), more than a kernel may
+//!   declare, so the launch gives it as *dynamic* shared memory.
 //! - With the next row in registers, shared memory is free for something else: each lane
 //!   keeps its quads of the target (8 quads of each of the target's arrays) in a *stash* of
-//!   shared memory of its own, filled once per launch and read back every row (`STASH`). From
+//!   shared memory of its own, filled once per launch and read back every row (`STASH`): up
+//!   to 4 warps an array the kernel declares, 5 to 8 warps the dynamic shared memory the
+//!   launch gives for staging, which the rows in registers leave unused. From
 //!   global memory the same loads are L1 hits queued behind the next row's loads in the
 //!   L1TEX pipeline, with 64-bit addresses held in registers; from shared memory they take a
 //!   32-bit address and a short, fixed latency. No other thread reads a lane's slots, so the
@@ -76,21 +77,24 @@ const SEGMENT_QUADS_TOGETHER: usize = 8;
 const SUM_SLOTS_BYTES: u32 = (MAX_BLOCK_ROW_SEGMENTS * 4) as u32;
 const _: () = assert!(MAX_BLOCK_ROW_SEGMENTS <= 8);
 
-/// The threads of the largest block that keeps a stash of the target: the entries hold the
-/// next row in registers only in blocks of at most `STAGED_WARPS_PER_BLOCK` warps. The stash
-/// has a slot of each quad for each of them, `STASH_THREADS * Q * ARRAYS` quads in all.
+/// The threads of the largest block that keeps a stash of the target in an array it declares
+/// (`STAGED_WARPS_PER_BLOCK` warps; a larger one would pass the 48 KB a kernel may declare).
+/// The array has a slot of each quad for each of them, `STASH_THREADS * Q * ARRAYS` quads.
 const STASH_THREADS: usize = STAGED_WARPS_PER_BLOCK * WARP_SIZE;
 
 /// The body of the block-per-row entry points: rows `block_idx, block_idx + grid, ...`, each
 /// split over the block's warps, one segment each (see the module documentation).
 ///
 /// With `STASH`, each lane reads its quads of the target from a stash of its own in shared
-/// memory (see the module documentation), for blocks of at most [`STASH_THREADS`] threads.
+/// memory (see the module documentation): an array the kernel declares, for blocks of at most
+/// [`STASH_THREADS`] threads, or with `DYNAMIC_STASH` the launch's dynamic shared memory.
 ///
 /// # Safety
 /// As the single steps, with blocks of exactly `layout::segments(dim)` warps (at most
-/// [`MAX_BLOCK_ROW_SEGMENTS`], and at most [`STASH_THREADS`] threads with `STASH`), `V4` only
-/// if `dim % 4 == 0`, and `feed` made for this warp's segment.
+/// [`MAX_BLOCK_ROW_SEGMENTS`], and at most [`STASH_THREADS`] threads with `STASH` and not
+/// `DYNAMIC_STASH`), `V4` only if `dim % 4 == 0`, and `feed` made for this warp's segment; with
+/// `DYNAMIC_STASH`, launched with `layout::block_rows_staging_bytes(warps)` bytes of dynamic
+/// shared memory.
 #[inline(always)]
 pub(crate) unsafe fn step_block_rows<
     T: Target,
@@ -99,6 +103,7 @@ pub(crate) unsafe fn step_block_rows<
     const Q: usize,
     const V4: bool,
     const STASH: bool,
+    const DYNAMIC_STASH: bool,
 >(
     args: &StepArgs,
     noise: &N,
@@ -126,18 +131,40 @@ pub(crate) unsafe fn step_block_rows<
         }
     };
     // With STASH, each lane keeps its quads of the target in a stash of shared memory, quad k
-    // of array a in slot `(k * ARRAYS + a) * STASH_THREADS + thread` (a warp's 16-byte loads
+    // of array a in slot `(k * ARRAYS + a) * stash_threads + thread` (a warp's 16-byte loads
     // of one slot row touch consecutive addresses: no bank conflicts), filled once: no other
-    // thread reads a lane's slots.
+    // thread reads a lane's slots. The stash is an array of `STASH_THREADS` slots a quad the
+    // kernel declares, or with DYNAMIC_STASH the launch's dynamic shared memory, a slot a
+    // quad for each of the block's threads.
+    // The launch's dynamic shared memory holds a warp's staging for each warp of the block
+    // (`layout::block_rows_staging_bytes`): a warp's stash must fit in one.
+    const {
+        assert!(
+            !DYNAMIC_STASH || WARP_SIZE * Q * T::ARRAYS * 16 <= layout::block_rows_staging_bytes(1)
+        )
+    };
+    let stash_threads = if DYNAMIC_STASH {
+        block_dim_x() as usize
+    } else {
+        STASH_THREADS
+    };
+    // Bytes from a thread's slot of quad 0, array 0 to its slot of quad k, array a.
+    let slot_offset = |k: usize, a: usize| ((k * T::ARRAYS + a) * stash_threads * 16) as u32;
     let stash: u32 = if STASH {
         let base: u32;
         // SAFETY: declares a block-shared array and takes its address; no memory is touched.
         unsafe {
-            asm!("{{ .shared .align 16 .b8 fused_mh_target_stash[{bytes}]; mov.u32 {base}, fused_mh_target_stash; }}",
-                 bytes = const STASH_THREADS * Q * T::ARRAYS * 16,
-                 base = out(reg32) base, options(nostack));
+            if DYNAMIC_STASH {
+                asm!("mov.u32 {base}, fused_mh_dynamic_staging;",
+                     base = out(reg32) base, options(nomem, nostack));
+            } else {
+                asm!("{{ .shared .align 16 .b8 fused_mh_target_stash[{bytes}]; mov.u32 {base}, fused_mh_target_stash; }}",
+                     bytes = const STASH_THREADS * Q * T::ARRAYS * 16,
+                     base = out(reg32) base, options(nostack));
+            }
         }
-        let tid = thread_idx_x();
+        // This thread's slot of quad 0, array 0.
+        let own = base + (thread_idx_x() * 16) as u32;
         for k in 0..Q {
             let q = first_quad + lane + k * WARP_SIZE;
             for a in 0..T::ARRAYS {
@@ -147,13 +174,12 @@ pub(crate) unsafe fn step_block_rows<
                 } else {
                     [0.0; 4]
                 };
-                let slot = base + (((k * T::ARRAYS + a) * STASH_THREADS + tid) * 16) as u32;
-                // SAFETY: this thread's own slot of the stash, inside it (tid < STASH_THREADS,
-                // the contract).
-                unsafe { store_shared_v4(slot, v) };
+                // SAFETY: this thread's own slot of the stash, inside it (the block has at most
+                // `stash_threads` threads, the contract).
+                unsafe { store_shared_v4(own + slot_offset(k, a), v) };
             }
         }
-        base + (tid * 16) as u32
+        own
     } else {
         0
     };
@@ -162,9 +188,7 @@ pub(crate) unsafe fn step_block_rows<
             let k = (q - first_quad - lane) / WARP_SIZE;
             // SAFETY: this thread's own slots, written above by this thread; `k < Q`, since
             // the rows' loops ask for the lane's quads `first_quad + lane + 32 k` only.
-            T::quad(|a| unsafe {
-                load_shared_v4(stash + ((k * T::ARRAYS + a) * STASH_THREADS * 16) as u32)
-            })
+            T::quad(|a| unsafe { load_shared_v4(stash + slot_offset(k, a)) })
         } else {
             global_target_quad(q)
         }

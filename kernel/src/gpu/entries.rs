@@ -221,12 +221,13 @@ macro_rules! mh_family_staged_step {
 
 /// The long rows' single step with random numbers drawn in the kernel (sm_80 and later): a
 /// block per row, a warp per segment (see [`crate::gpu::block_rows`]), each row's state loaded
-/// one row ahead. In blocks of up to 4 warps, into registers if the target asks for it
-/// ([`Target::NEXT_LONG_ROW_IN_REGISTERS`](crate::target::Target::NEXT_LONG_ROW_IN_REGISTERS));
-/// otherwise staged by `cp.async` in a shared array for blocks of up to `$warps` warps that
-/// the kernel declares (`$staging` = `new`: a smaller array for the blocks of two warps lets
-/// more of them onto an SM) or that the launch gives (`in_dynamic_shared`, for more than 4
-/// warps). Rows of 1025 to 8192 elements in whole quads.
+/// one row ahead: into registers if the target asks for it
+/// ([`Target::NEXT_LONG_ROW_IN_REGISTERS`](crate::target::Target::NEXT_LONG_ROW_IN_REGISTERS)),
+/// the target's quads then stashed in shared memory (in the launch's dynamic shared memory
+/// for more than 4 warps); otherwise staged by `cp.async` in a shared array for blocks of up
+/// to `$warps` warps that the kernel declares (`$staging` = `new`: a smaller array for the
+/// blocks of two warps lets more of them onto an SM) or that the launch gives
+/// (`in_dynamic_shared`, for more than 4 warps). Rows of 1025 to 8192 elements in whole quads.
 #[macro_export]
 #[doc(hidden)]
 macro_rules! mh_family_block_rows_step {
@@ -261,15 +262,22 @@ macro_rules! mh_family_block_rows_step {
                 x, x_new, accepted, target, batch, dim, step_size, seed, step, tile_rows,
             );
             // Constant for each entry: the compiler keeps one branch.
-            let in_registers =
-                <$target>::NEXT_LONG_ROW_IN_REGISTERS && $warps <= STAGED_WARPS_PER_BLOCK;
+            let in_registers = <$target>::NEXT_LONG_ROW_IN_REGISTERS;
             if in_registers {
                 let feed = RegisterFeed::<{ $q }>::EMPTY;
                 // SAFETY: forwarded from this function's contract.
                 unsafe {
-                    block_rows::step_block_rows::<$target, _, _, { $q }, true, true>(
-                        &args, &noise, feed,
-                    )
+                    block_rows::step_block_rows::<
+                        $target,
+                        _,
+                        _,
+                        { $q },
+                        true,
+                        true,
+                        {
+                            <$target>::NEXT_LONG_ROW_IN_REGISTERS && $warps > STAGED_WARPS_PER_BLOCK
+                        },
+                    >(&args, &noise, feed)
                 }
             } else {
                 let first_quad = thread_idx_x() / WARP_SIZE * SEGMENT_QUADS;
@@ -277,7 +285,7 @@ macro_rules! mh_family_block_rows_step {
                 unsafe {
                     let feed =
                         SharedFeed::<{ $q }, WARP_SIZE, { $warps }>::$staging(&args, first_quad);
-                    block_rows::step_block_rows::<$target, _, _, { $q }, true, false>(
+                    block_rows::step_block_rows::<$target, _, _, { $q }, true, false, false>(
                         &args, &noise, feed,
                     )
                 }
@@ -321,7 +329,7 @@ macro_rules! mh_family_noise_block_rows_step {
             );
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                block_rows::step_block_rows::<$target, _, _, { $q }, true, false>(
+                block_rows::step_block_rows::<$target, _, _, { $q }, true, false, false>(
                     &args,
                     &noise,
                     RegisterFeed::<{ $q }>::EMPTY,
