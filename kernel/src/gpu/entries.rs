@@ -265,6 +265,9 @@ macro_rules! mh_family_block_rows_step {
             let in_registers = <$target>::NEXT_LONG_ROW_IN_REGISTERS;
             if in_registers {
                 let feed = RegisterFeed::<{ $q }>::EMPTY;
+                // The stash in dynamic shared memory past 4 warps. The target's choice is
+                // repeated in the argument: this branch is compiled for every target, and
+                // `step_block_rows` checks at compile time that a dynamic stash fits.
                 // SAFETY: forwarded from this function's contract.
                 unsafe {
                     block_rows::step_block_rows::<
