@@ -131,6 +131,8 @@ def main():
     p.add_argument("--host", help="the host program: also time `host run` against `run`")
     p.add_argument("json", nargs="?")
     args = p.parse_args()
+    if args.fused_only and (args.host or args.kernel_us != [None, None]):
+        p.error("--fused-only measures the package alone: it takes neither --host nor --kernel-us")
     if args.json:
         check_new(args.json)
     if args.one_run:
@@ -138,9 +140,13 @@ def main():
         return
     runs = runs_of(__file__, args.runs)
     if args.fused_only:
-        for key in runs[0]:
-            r = spread(runs, key)
+        figures = {key: spread(runs, key) for key in runs[0]}
+        for key, r in figures.items():
             print(f"{key}: {r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f}) over {args.runs} runs")
+        if args.json:
+            write_new(args.json, json.dumps({
+                "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                "runs": args.runs, "fused_only": figures}, indent=1))
         return
     rows = []
     for (batch, n), kernel in zip(SHAPES, args.kernel_us):
