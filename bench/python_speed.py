@@ -119,6 +119,13 @@ def spread(runs, key):
             "runs": values}
 
 
+def write_report(args, figures):
+    """The report at `args.json`: the GPU, torch's version and the runs, then `figures`."""
+    write_new(args.json, json.dumps({
+        "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+        "runs": args.runs, **figures}, indent=1))
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kernel-us", type=float, nargs=2, default=[None, None],
@@ -144,9 +151,7 @@ def main():
         for key, r in figures.items():
             print(f"{key}: {r['median']:.2f} ({r['min']:.2f}-{r['max']:.2f}) over {args.runs} runs")
         if args.json:
-            write_new(args.json, json.dumps({
-                "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                "runs": args.runs, "fused_only": figures}, indent=1))
+            write_report(args, {"fused_only": figures})
         return
     rows = []
     for (batch, n), kernel in zip(SHAPES, args.kernel_us):
@@ -180,12 +185,11 @@ def main():
         print(f"| ({r['batch']}, 64) | {f['median']:.2f} ({f['min']:.2f}-{f['max']:.2f}) | {k} "
               f"| {r['reference_us']:.2f} | {r['compiled_us']:.2f} |")
     if args.json:
-        write_new(args.json, json.dumps({
-            "gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-            "runs": args.runs, "rows": rows,
+        write_report(args, {
+            "rows": rows,
             "run_us_per_step_1048576x64_1000_steps_k100": run_us,
             "run_us_per_step_1048576x64_100_steps": run_100,
-            "against_host_run": versus}, indent=1))
+            "against_host_run": versus})
 
 
 if __name__ == "__main__":
