@@ -19,8 +19,9 @@ import argparse
 
 import torch
 
-# GPU clock cycles the queue waits behind: about 0.75 s at 2 GHz, several times what Python
-# takes to queue 500 launches with their events.
+# GPU clock cycles the queue waits behind: about 0.75 s at 2 GHz, many times what Python takes
+# to queue a few hundred launches with their events (the driver's queue, not the sleep, limits
+# `--reps`: the module's doc).
 SLEEP_CYCLES = 1_500_000_000
 WARM_UP = 50
 
