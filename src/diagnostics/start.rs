@@ -40,11 +40,17 @@ pub fn spread_rows(shape: Shape, superchain_size: usize) -> usize {
     (shape.batch() / m).min(SPREAD_SUPERCHAINS) * m
 }
 
+/// Superchains in one part of [`start_spread`]'s pass: a fixed partition, folded part by part
+/// on all cores and merged in order, so that the spread's bits do not depend on how the cores
+/// shared the parts (rayon's own split of a fold does, run to run).
+const SUPERCHAINS_PER_PART: usize = 1024;
+
 /// Per dimension, the superchains' starting spread of the module doc: `x` the states where the
 /// statistics begin, at least the first [`spread_rows`] chains of `shape` (`[rows, dim]`),
 /// superchains of `superchain_size` consecutive chains (at least two of them). One pass over
-/// the states in memory order on all cores (Welford's update per superchain, the cores' parts
-/// merged by Chan's formula).
+/// the states in memory order on all cores: Welford's update per superchain within each part
+/// of [`SUPERCHAINS_PER_PART`], the parts merged in order by Chan's formula. The same states
+/// give the same bits.
 pub fn start_spread(
     x: &[f32],
     shape: Shape,
@@ -53,42 +59,38 @@ pub fn start_spread(
 ) -> Result<Vec<f64>> {
     let (dim, m) = (shape.dim(), superchain_size.max(1));
     let k = spread_rows(shape, m) / m;
-    // (superchains seen, mean, m2, scratch for one superchain's mean state) per dimension.
-    let empty = || {
-        (
-            0u64,
-            vec![0.0f64; dim],
-            vec![0.0f64; dim],
-            vec![0.0f64; dim],
-        )
-    };
-    let superchains = || x[..k * m * dim].par_chunks(m * dim);
-    let (_, _, m2, _) = threads::install(|| {
-        superchains()
-            .fold(empty, |(n, mut mean, mut m2, mut start), superchain| {
-                start.fill(0.0);
-                for row in superchain.chunks_exact(dim) {
-                    start
-                        .iter_mut()
-                        .zip(row)
-                        .for_each(|(a, &v)| *a += f64::from(v));
-                }
-                for d in 0..dim {
-                    (mean[d], m2[d]) = moments::push(n + 1, mean[d], m2[d], start[d] / m as f64);
-                }
-                (n + 1, mean, m2, start)
-            })
-            .reduce(
-                empty,
-                |(n_a, mut mean, mut m2, start), (n_b, mean_b, m2_b, _)| {
-                    for d in 0..dim {
-                        let a = (n_a, mean[d], m2[d]);
-                        (mean[d], m2[d]) = moments::merge(a, (n_b, mean_b[d], m2_b[d]));
+    // Each part's (superchains, mean, m2) per dimension, in the parts' order.
+    let parts: Vec<(u64, Vec<f64>, Vec<f64>)> = threads::install(|| {
+        x[..k * m * dim]
+            .par_chunks(SUPERCHAINS_PER_PART * m * dim)
+            .map(|part| {
+                let (mut mean, mut m2, mut start) =
+                    (vec![0.0f64; dim], vec![0.0f64; dim], vec![0.0f64; dim]);
+                let mut n = 0u64;
+                for superchain in part.chunks_exact(m * dim) {
+                    start.fill(0.0);
+                    for row in superchain.chunks_exact(dim) {
+                        start
+                            .iter_mut()
+                            .zip(row)
+                            .for_each(|(a, &v)| *a += f64::from(v));
                     }
-                    (n_a + n_b, mean, m2, start)
-                },
-            )
+                    n += 1;
+                    for d in 0..dim {
+                        (mean[d], m2[d]) = moments::push(n, mean[d], m2[d], start[d] / m as f64);
+                    }
+                }
+                (n, mean, m2)
+            })
+            .collect()
     })?;
+    let (mut n, mut mean, mut m2) = (0u64, vec![0.0f64; dim], vec![0.0f64; dim]);
+    for (n_b, mean_b, m2_b) in parts {
+        for d in 0..dim {
+            (mean[d], m2[d]) = moments::merge((n, mean[d], m2[d]), (n_b, mean_b[d], m2_b[d]));
+        }
+        n += n_b;
+    }
     let scale = (m as f64).sqrt();
     Ok((0..dim)
         .map(|d| (m2[d] / (k - 1).max(1) as f64).sqrt() * scale / f64::from(sigma[d]))
@@ -143,5 +145,29 @@ mod tests {
         x[SPREAD_SUPERCHAINS + 1] = f32::NAN;
         assert!(start_spread(&x, shape, 1, &[1.0]).unwrap()[0].is_finite());
         assert_eq!(spread_rows(shape, 1), SPREAD_SUPERCHAINS);
+    }
+
+    /// The same states give the same spread to the bit, run after run, however the cores
+    /// share the superchains: a run's report and its repetition (the host's and Python's)
+    /// must agree exactly. 40 runs over 65536 superchains of 2 chains in 3 dimensions.
+    #[test]
+    fn the_spread_is_the_same_every_run() {
+        use rand::{Rng, SeedableRng};
+        let mut r = rand_xorshift::XorShiftRng::seed_from_u64(5);
+        let shape = Shape::new(2 * SPREAD_SUPERCHAINS, 3).unwrap();
+        let x: Vec<f32> = (0..shape.len())
+            .map(|_| r.sample::<f32, _>(rand_distr::StandardNormal))
+            .collect();
+        let sigma = [1.0, 2.0, 0.5];
+        let first = start_spread(&x, shape, 2, &sigma).unwrap();
+        for run in 1..40 {
+            let again = start_spread(&x, shape, 2, &sigma).unwrap();
+            let bits = |v: &[f64]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&again),
+                bits(&first),
+                "run {run}: {again:?} against {first:?}"
+            );
+        }
     }
 }
