@@ -10,9 +10,13 @@ import time
 import pytest
 
 CHILD = r"""
-import sys, time
+import signal, sys, time
 import numpy as np
 import fused_mh
+# Python turns SIGINT into KeyboardInterrupt only if SIGINT was not ignored when it started,
+# and a shell's background job starts with SIGINT ignored (so does everything it spawns, this
+# test's pytest included): install the handler whatever this interpreter inherited.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 x = np.zeros((200_000, 16), np.float32)
 mu, sigma = np.zeros(16, np.float32), np.ones(16, np.float32)
 if sys.argv[1] == "cuda":
